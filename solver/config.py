@@ -1,0 +1,280 @@
+"""One validated configuration, built from a preset (data in ``solver/presets/*.yaml``) plus overrides.
+
+Unknown keys and out-of-range values are errors with a one-line message; the resolved config is saved beside
+every run (``config.yaml``) so a run can be reproduced or replayed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+PRESET_DIR = Path(__file__).parent / "presets"
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot run; the message is one line meant for the user."""
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    name: str = "vllm"  # registry name: vllm | openai | replay
+    model: str | None = None  # local path or hub id; None = the embedded tiny model
+    # Passed unchanged to vLLM's AsyncEngineArgs (dtype, max_model_len, gpu_memory_utilization, ...).
+    args: dict[str, Any] = field(default_factory=dict)
+    # Environment variables set before the engine starts (e.g. VLLM_CPU_KVCACHE_SPACE in GiB on CPU).
+    env: dict[str, str] = field(default_factory=dict)
+    endpoints: tuple[str, ...] = ()  # base URLs for the openai engine
+    replay_from: tuple[str, ...] = ()  # run dirs for the replay engine
+    replay_tokens_per_s: float | None = None  # replay timing model: None = recorded durations
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    temperature: float = 0.8
+    top_p: float = 1.0
+    max_tokens: int = 2048  # per engine request (one turn)
+    max_total_tokens: int = 8192  # generated tokens per repetition over all turns
+    max_turns: int = 4  # engine requests per repetition
+    logprobs: int | None = None  # top-k logprobs for confidence; None = off (cheaper)
+    seed: int = 0  # repetition i of problem p uses a seed derived from (seed, p, i)
+
+    def __post_init__(self) -> None:
+        _check(self.temperature >= 0, "sampling.temperature must be >= 0")
+        _check(0 < self.top_p <= 1, "sampling.top_p must be in (0, 1]")
+        _check(self.max_tokens > 0, "sampling.max_tokens must be > 0")
+        _check(self.max_total_tokens > 0, "sampling.max_total_tokens must be > 0")
+        _check(self.max_turns > 0, "sampling.max_turns must be > 0")
+        _check(self.logprobs is None or 1 <= self.logprobs <= 20, "sampling.logprobs must be 1..20 or null")
+
+
+@dataclass(frozen=True)
+class PromptConfig:
+    template: str = "tir"  # a file prompts/<template>.yaml
+    output_chars: int = 600  # tool output shown to the model, characters
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    name: str = "pool"  # registry name
+    workers: int = 0  # concurrent snippets; 0 = usable cores minus one, at least 1
+    timeout_s: float = 5.0  # wall time per snippet
+    memory_mb: int = 2048  # address-space cap per snippet
+    output_bytes: int = 16384  # captured stdout/stderr per snippet; the rest is discarded while it streams
+    preamble: str = "import math\nimport numpy as np\nimport sympy as sp\n"
+    code_mode: Literal["newest", "accumulate"] = "newest"
+    repl: bool = True  # show the value of a final bare expression, like a REPL
+
+    def __post_init__(self) -> None:
+        _check(self.workers >= 0, "sandbox.workers must be >= 0")
+        _check(self.timeout_s > 0, "sandbox.timeout_s must be > 0")
+        _check(self.memory_mb >= 64, "sandbox.memory_mb must be >= 64")
+        _check(self.code_mode in ("newest", "accumulate"), "sandbox.code_mode must be newest or accumulate")
+
+
+@dataclass(frozen=True)
+class AnswerConfig:
+    integer: bool = True  # olympiad rules: answers are integers
+    modulus: int | None = None  # e.g. 1000 for AIMO2; applied before the range check
+    low: int = 0
+    high: int = 99999
+    default: str = "0"  # submitted when no repetition produced a valid answer
+
+    def __post_init__(self) -> None:
+        _check(self.low <= self.high, "answers.low must be <= answers.high")
+        _check(self.modulus is None or self.modulus > 0, "answers.modulus must be > 0 or null")
+
+
+@dataclass(frozen=True)
+class VoteConfig:
+    voter: str = "majority"  # registry name
+    tie: Literal["smallest", "largest", "first"] = "first"
+    # Weight of an answer by rule, e.g. {"small": 0.6, "multiple_of_100": 0.6} for the weighted voter.
+    weights: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check(self.tie in ("smallest", "largest", "first"), "vote.tie must be smallest, largest or first")
+
+
+@dataclass(frozen=True)
+class StopConfig:
+    stoppers: tuple[str, ...] = ()  # registry names; empty = run every repetition
+    combine: Literal["any", "all"] = "any"
+    first_answer: bool = False  # end a repetition at its first final answer
+    confidence_warmup: int = 0  # DeepConf-style online filter: 0 = off, else K warm-up repetitions
+    confidence_percentile: float = 10.0  # threshold percentile of the warm-up repetitions' lowest confidence
+
+    def __post_init__(self) -> None:
+        _check(self.combine in ("any", "all"), "stop.combine must be any or all")
+        _check(self.confidence_warmup >= 0, "stop.confidence_warmup must be >= 0")
+
+
+@dataclass(frozen=True)
+class SolveConfig:
+    reps: int = 8  # repetitions per problem at most
+    workers: int = 8  # repetitions in flight per problem
+
+    def __post_init__(self) -> None:
+        _check(self.reps > 0, "solve.reps must be > 0")
+        _check(self.workers > 0, "solve.workers must be > 0")
+
+
+@dataclass(frozen=True)
+class BudgetConfig:
+    total_s: float | None = None  # wall time for the whole set; None = no budget
+    problems: int = 50  # problems expected in the set
+    min_s: float = 60.0  # a problem never gets less (unless the global cutoff is near)
+    max_s: float = 900.0  # nor more
+    reserve_s: float = 300.0  # kept back at the end for safety
+    cutoff_s: float | None = None  # after this much elapsed time answer the default at once
+
+
+@dataclass(frozen=True)
+class Config:
+    preset: str = "tiny"
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    prompt: PromptConfig = field(default_factory=PromptConfig)
+    sandbox: SandboxConfig = field(default_factory=SandboxConfig)
+    answers: AnswerConfig = field(default_factory=AnswerConfig)
+    vote: VoteConfig = field(default_factory=VoteConfig)
+    stop: StopConfig = field(default_factory=StopConfig)
+    solve: SolveConfig = field(default_factory=SolveConfig)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(dataclasses.asdict(self))
+
+    def replace(self, overrides: dict[str, Any]) -> Config:
+        """A new config with dotted-key overrides applied, e.g. {"solve.reps": 4}."""
+        return from_dict(_merge(self.to_dict(), _undot(overrides)))
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _undot(overrides: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in overrides.items():
+        node = out
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key not in ("args", "env", "weights"):
+            out[key] = _merge(out[key], value)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}  # passthrough maps merge key by key
+        else:
+            out[key] = value
+    return out
+
+
+def _coerce(value: Any, hint: Any, where: str) -> Any:
+    origin = typing.get_origin(hint)
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, where)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(value, inner[0], where)
+    if origin is tuple:
+        if isinstance(value, str):
+            value = [v for v in value.split(",") if v]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where} must be a list")
+        return tuple(value)
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where} must be a mapping")
+        return dict(value)
+    if origin is Literal:
+        if value not in typing.get_args(hint):
+            raise ConfigError(f"{where} must be one of {', '.join(map(str, typing.get_args(hint)))}")
+        return value
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where} must be true or false")
+        return value
+    if hint in (int, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where} must be a number")
+        if hint is int and value != int(value):
+            raise ConfigError(f"{where} must be a whole number")
+        return hint(value)
+    if hint is str:
+        if not isinstance(value, (str, int, float)):
+            raise ConfigError(f"{where} must be text")
+        return str(value)
+    return value
+
+
+def _build(cls: Any, data: Any, where: str) -> Any:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where or 'config'} must be a mapping")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ConfigError(f"unknown config key {'.'.join(filter(None, [where, unknown[0]]))}")
+    kwargs = {k: _coerce(v, hints[k], ".".join(filter(None, [where, k]))) for k, v in data.items()}
+    return cls(**kwargs)
+
+
+def from_dict(data: dict[str, Any]) -> Config:
+    return _build(Config, data, "")
+
+
+def presets() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+
+
+def load_preset(name: str) -> dict[str, Any]:
+    path = PRESET_DIR / f"{name}.yaml"
+    if not path.is_file():
+        raise ConfigError(f"unknown preset {name!r} (choose from {', '.join(presets())})")
+    return yaml.safe_load(path.read_text()) or {}
+
+
+def load_config(preset: str = "tiny", config_file: str | Path | None = None,
+                overrides: dict[str, Any] | None = None) -> Config:
+    """Preset, then a user YAML file, then dotted overrides (CLI flags), validated as one config."""
+    data = _merge(Config().to_dict(), load_preset(preset))
+    data["preset"] = preset
+    if config_file is not None:
+        path = Path(config_file)
+        try:
+            user = yaml.safe_load(path.read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"cannot read config {path}: {exc}".splitlines()[0]) from exc
+        data = _merge(data, user)
+    data = _merge(data, _undot({k: v for k, v in (overrides or {}).items() if v is not None}))
+    return from_dict(data)
+
+
+def save_config(config: Config, path: Path) -> None:
+    path.write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
