@@ -109,10 +109,13 @@ class StopConfig:
     first_answer: bool = False  # end a repetition at its first final answer
     confidence_warmup: int = 0  # DeepConf-style online filter: 0 = off, else K warm-up repetitions
     confidence_percentile: float = 10.0  # threshold percentile of the warm-up repetitions' lowest confidence
+    confidence_window: int = 256  # tokens per sliding group when measuring a repetition's confidence
 
     def __post_init__(self) -> None:
         _check(self.combine in ("any", "all"), "stop.combine must be any or all")
         _check(self.confidence_warmup >= 0, "stop.confidence_warmup must be >= 0")
+        _check(self.confidence_window > 0, "stop.confidence_window must be > 0")
+        _check(0 <= self.confidence_percentile <= 100, "stop.confidence_percentile must be in [0, 100]")
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,10 @@ killed: died by a signal; truncated: ran but output exceeded the cap; cancelled:
 FinishReason = Literal["stop", "length", "abort", "error"]
 """Why one engine request ended (vLLM's vocabulary; "error" covers a failed request)."""
 
-RepetitionStatus = Literal["done", "length", "cancelled", "error"]
-"""done: the model finished by itself; length: a token or turn limit ended it; cancelled: an early stop or a
-deadline ended it; error: the engine failed. Only done/length repetitions vote."""
+RepetitionStatus = Literal["done", "length", "cancelled", "filtered", "error"]
+"""done: the model finished by itself (or gave its first answer when told to stop there); length: a token or turn
+limit ended it; cancelled: an early stop or a deadline ended it; filtered: the online confidence filter ended it;
+error: the engine failed. Only done/length repetitions vote."""
 
 AnswerSource = Literal["boxed", "phrase", "code"]
 
@@ -146,6 +147,7 @@ class Delta:
 
     text: str
     token_ids: tuple[int, ...]
+    token_count: int = 0  # new tokens when ``token_ids`` is empty (a backend that knows counts, not ids)
     confidences: tuple[float, ...] = ()  # per new token, when logprobs were requested
     finish_reason: FinishReason | None = None
     stop_reason: str | None = None  # the stop string that ended the request

@@ -1,0 +1,25 @@
+# The two commands a person needs: `make demo` (solve the bundled demo set) and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+RUN ?= runs/demo-$(shell date +%Y%m%d-%H%M%S)
+PYTEST_ARGS ?=
+
+.PHONY: setup demo test test-fast bench clean
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	$(PY) -m solver solve demo --out $(RUN)
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: setup
+	$(PY) -m pytest -m "not engine" $(PYTEST_ARGS)
+
+bench: setup
+	$(PY) benchmarks/sandbox.py --quick
+
+clean:
+	rm -rf runs .pytest_cache

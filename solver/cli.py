@@ -1,0 +1,52 @@
+"""The ``solver`` command: subcommands live in ``solver/commands/<name>.py``, each exposing ``register``.
+
+Exit codes: 0 success, 1 the run failed, 2 bad input (usage, data, config, model path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from solver import __version__
+
+COMMANDS = ("solve", "simulate", "import_samples", "report", "sweep", "kaggle_local", "serve", "bench", "setup")
+
+
+class CliParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = CliParser(prog="solver", description="Self-consistency maths solver on vLLM.")
+    parser.add_argument("--version", action="version", version=f"solver {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details to stderr")
+    subparsers = parser.add_subparsers(dest="command", required=True, parser_class=CliParser)
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"solver.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"solver.commands.{name}":
+                raise
+            continue  # a command this installation does not ship
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,95 @@
+"""A whole run over a problem set: run directory, log, time budget, answers file and a short report.
+
+RUN_DIR holds ``config.yaml`` (the resolved config), ``meta.json`` (versions), ``log.jsonl`` (problems,
+repetitions as they finish, results), ``answers.csv`` (id, answer) and ``report.md``. The last two are written
+atomically (temp file + rename) so a crash never leaves them half-written.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from solver.budget import BudgetManager
+from solver.clock import SystemClock
+from solver.config import Config
+from solver.runlog import RunLog
+from solver.solve import Session, SolveEvent
+from solver.types import Clock, Problem, ProblemResult
+
+
+def write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def answers_csv(results: Sequence[ProblemResult]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["id", "answer"])
+    for result in results:
+        writer.writerow([result.problem_id, result.answer])
+    return buffer.getvalue()
+
+
+def summary_markdown(problems: Sequence[Problem], results: Sequence[ProblemResult]) -> str:
+    """A short per-problem table and the accuracy when reference answers are known."""
+    by_id = {p.id: p for p in problems}
+    lines = ["| id | answer | reference | correct | reps | stopped by | seconds | top votes |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        ref = by_id[r.problem_id].answer if r.problem_id in by_id else None
+        top = ", ".join(f"{a}:{w:g}" for a, w in sorted(r.votes.items(), key=lambda kv: -kv[1])[:3])
+        mark = "" if r.correct is None else ("yes" if r.correct else "no")
+        lines.append(f"| {r.problem_id} | {r.answer} | {ref if ref is not None else ''} | {mark} | "
+                     f"{r.repetitions}/{r.launched} | {r.stopped_by} | {r.duration_s:.1f} | {top} |")
+    graded = [r for r in results if r.correct is not None]
+    if graded:
+        right = sum(bool(r.correct) for r in graded)
+        lines += ["", f"Accuracy: {right}/{len(graded)} ({100 * right / len(graded):.1f} %)"]
+    return "\n".join(lines) + "\n"
+
+
+async def solve_run(config: Config, problems: Sequence[Problem], run_dir: Path, *, resume: bool = False,
+                    clock: Clock | None = None,
+                    on_event: Callable[[SolveEvent], None] | None = None) -> list[ProblemResult]:
+    """Solve every problem in order, logging each repetition as it finishes; ``resume`` keeps what the log has."""
+    clock = clock or SystemClock()
+    if resume:
+        log, _ = RunLog.resume(run_dir)
+    else:
+        log = RunLog.create(run_dir, config)
+    try:
+        known = log.problems()
+        for problem in problems:
+            if problem.id not in known:
+                log.append_problem(problem)
+        budget = BudgetManager(config.budget, clock) if config.budget.total_s or config.budget.cutoff_s else None
+        results: dict[str, ProblemResult] = dict(log.results())
+        async with Session(config, clock=clock, on_repetition=log.append, on_event=on_event) as session:
+            for problem in problems:
+                if problem.id in results:
+                    continue
+                deadline = budget.next_deadline() if budget is not None else None
+                result = await session.solver.solve(problem, deadline=deadline,
+                                                    done=log.completed().get(problem.id, []))
+                if budget is not None:
+                    budget.finish_problem()
+                log.append_result(result)
+                results[problem.id] = result
+        ordered = [results[p.id] for p in problems if p.id in results]
+        write_atomic(run_dir / "answers.csv", answers_csv(ordered))
+        write_atomic(run_dir / "report.md", summary_markdown(problems, ordered))
+        return ordered
+    finally:
+        log.close()

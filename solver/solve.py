@@ -1,0 +1,197 @@
+"""Solving problems: W repetitions in flight per problem, votes as they finish, an early stop or the deadline
+cancels the rest (engine requests aborted, queued snippets dropped), and the voted answer comes back at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+
+from solver.answers import is_correct
+from solver.clock import SystemClock, remaining
+from solver.config import Config
+from solver.prompts import PromptBuilder, Template
+from solver.repetition import run_repetition
+from solver.stopping import confidence_threshold, make_stopper
+from solver.types import Clock, Engine, Problem, ProblemResult, Repetition, Sandbox, VoteState
+from solver.voting import decide, make_voter
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SolveEvent:
+    """Progress of one problem, for displays: emitted when it starts, after each repetition, and at the end."""
+
+    kind: str  # "start" | "repetition" | "end"
+    problem_id: str
+    finished: int
+    launched: int
+    target: int  # repetitions at most
+    leader: str | None  # the answer leading the vote now
+    result: ProblemResult | None = None
+
+
+class ProblemSolver:
+    def __init__(self, config: Config, engine: Engine, sandbox: Sandbox, *, clock: Clock | None = None,
+                 on_repetition: Callable[[Repetition], None] | None = None,
+                 on_event: Callable[[SolveEvent], None] | None = None) -> None:
+        self.config = config
+        self.engine = engine
+        self.sandbox = sandbox
+        self.clock = clock or SystemClock()
+        self.voter = make_voter(config.vote, config.answers)
+        self.prompt = PromptBuilder(Template.load(config.prompt.template), engine.tokenizer,
+                                    config.prompt.output_chars)
+        self.on_repetition = on_repetition or (lambda rep: None)
+        self.on_event = on_event or (lambda event: None)
+
+    async def solve(self, problem: Problem, *, deadline: float | None = None,
+                    done: Sequence[Repetition] = ()) -> ProblemResult:
+        """Vote over up to ``solve.reps`` repetitions; ``done`` are earlier finished ones (a resumed run)."""
+        cfg = self.config
+        started = self.clock.now()
+        t0 = time.monotonic()
+        target = cfg.solve.reps
+        stopper = make_stopper(cfg.stop, target)
+        finished: list[Repetition] = [r for r in done if r.status != "cancelled"]
+        used = {r.index for r in finished}
+        free_indices = (i for i in range(10 * target + len(used) + 1) if i not in used)
+        ballots = [self.voter.ballot(r) if r.votes else None for r in finished]
+        warmup_lowest: list[float] = []
+        threshold: list[float | None] = [None]
+
+        def floor() -> float | None:
+            return threshold[0]
+
+        def note_confidence(rep: Repetition) -> None:
+            """DeepConf online: after K warm-up repetitions, traces below their low percentile are cut."""
+            k = cfg.stop.confidence_warmup
+            if k <= 0 or not rep.votes:
+                return
+            lows = [t.tail_confidence for t in rep.turns if t.tail_confidence is not None]
+            if lows and len(warmup_lowest) < k:
+                warmup_lowest.append(min(lows))
+                if len(warmup_lowest) == k:
+                    threshold[0] = confidence_threshold(warmup_lowest, cfg.stop.confidence_percentile)
+
+        for rep in finished:
+            note_confidence(rep)
+
+        def state() -> VoteState:
+            return VoteState(tuple(ballots), target)
+
+        def leader() -> str | None:
+            return decide(self.voter, ballots, "") or None if ballots else None
+
+        pending: dict[asyncio.Task[Repetition], int] = {}
+        launched = len(finished)
+        stopped_by: str | None = "max_reps" if launched >= target else None
+        if stopped_by is None and finished and stopper(state()):
+            stopped_by = stopper.name
+        self.on_event(SolveEvent("start", problem.id, len(finished), launched, target, leader()))
+        try:
+            while stopped_by is None:
+                if deadline is not None and self.clock.now() >= deadline:
+                    stopped_by = "deadline"
+                    break
+                while len(pending) < cfg.solve.workers and launched < target:
+                    index = next(free_indices)
+                    task = asyncio.create_task(run_repetition(
+                        problem, index, engine=self.engine, sandbox=self.sandbox, prompt=self.prompt,
+                        config=cfg, confidence_floor=floor), name=f"{problem.id}-r{index}")
+                    pending[task] = index
+                    launched += 1
+                if not pending:
+                    stopped_by = "max_reps"
+                    break
+                ready, _ = await asyncio.wait(pending, timeout=remaining(self.clock, deadline),
+                                              return_when=asyncio.FIRST_COMPLETED)
+                for task in ready:
+                    pending.pop(task)
+                    rep = task.result()
+                    finished.append(rep)
+                    ballots.append(self.voter.ballot(rep) if rep.votes else None)
+                    note_confidence(rep)
+                    self.on_repetition(rep)
+                    self.on_event(SolveEvent("repetition", problem.id, len(finished), launched, target,
+                                             leader()))
+                if ready and stopper(state()):
+                    stopped_by = stopper.name
+        finally:
+            await self._cancel(pending)
+        answer = decide(self.voter, ballots, cfg.answers.default)
+        correct = is_correct(answer, problem.answer, cfg.answers) if problem.answer is not None else None
+        result = ProblemResult(
+            problem_id=problem.id, answer=answer, votes=state().counts, repetitions=len(finished),
+            launched=launched, stopped_by=stopped_by, duration_s=time.monotonic() - t0,
+            generated_tokens=sum(r.generated_tokens for r in finished), correct=correct)
+        log.info("problem %s: %s after %d repetitions (%s, %.1f s)", problem.id, answer, len(finished),
+                 stopped_by, self.clock.now() - started)
+        self.on_event(SolveEvent("end", problem.id, len(finished), launched, target, answer, result))
+        return result
+
+    async def _cancel(self, pending: dict[asyncio.Task[Repetition], int]) -> None:
+        """Cancel what is still running and log its partial repetitions as cancelled."""
+        if not pending:
+            return
+        for task in pending:
+            task.cancel()
+        outcomes = await asyncio.gather(*pending, return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, Repetition):
+                self.on_repetition(outcome)
+            elif isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
+                log.warning("a cancelled repetition failed while stopping: %r", outcome)
+
+
+class Session:
+    """The engine and sandbox for a run. The sandbox's warm process starts first, before the engine exists, so
+    it is never a fork of a process holding engine (or CUDA) state."""
+
+    def __init__(self, config: Config, *, clock: Clock | None = None,
+                 on_repetition: Callable[[Repetition], None] | None = None,
+                 on_event: Callable[[SolveEvent], None] | None = None) -> None:
+        self.config = config
+        self.clock = clock
+        self.on_repetition = on_repetition
+        self.on_event = on_event
+        self.engine: Engine | None = None
+        self.sandbox: Sandbox | None = None
+        self.solver: ProblemSolver
+
+    async def __aenter__(self) -> Session:
+        from solver.engines import open_engine
+        from solver.sandbox import create_sandbox
+
+        sandbox = create_sandbox(self.config.sandbox)
+        self.sandbox = sandbox
+        try:
+            await sandbox.start()  # type: ignore[attr-defined]
+            self.engine = await open_engine(self.config)
+            self.solver = ProblemSolver(self.config, self.engine, sandbox, clock=self.clock,
+                                        on_repetition=self.on_repetition, on_event=self.on_event)
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        engine, sandbox = self.engine, self.sandbox
+        self.engine = self.sandbox = None
+        try:
+            if engine is not None:
+                await engine.close()
+        finally:
+            if sandbox is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    await sandbox.close()

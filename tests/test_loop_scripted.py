@@ -1,0 +1,163 @@
+"""Control flow of the repetition loop and the problem solver, isolated with a scripted engine double."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from doubles import ScriptedEngine, ScriptedSandbox, printed
+
+from solver.config import load_config
+from solver.prompts import PromptBuilder, Template
+from solver.repetition import run_repetition
+from solver.solve import ProblemSolver
+from solver.types import Execution, GenerationRequest, Problem
+
+PROBLEM = Problem("p1", "What is 6 times 7?", answer="42")
+
+
+def config(**overrides):
+    return load_config("tiny", overrides={"sampling.max_tokens": 200, "sampling.max_total_tokens": 1000,
+                                          "sampling.max_turns": 4, **overrides})
+
+
+def builder(cfg):
+    return PromptBuilder(Template.load(cfg.prompt.template), None, cfg.prompt.output_chars)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_scripted_engine_code_turn_then_boxed_answer():
+    def script(req: GenerationRequest) -> str:
+        if req.turn == 0:
+            return "Compute it.\n```python\nprint(6*7)\n```\nmore text never reached"
+        assert "```output\n42\n```" in req.prompt  # the tool output was appended for the next turn
+        return "The code says 42, so the answer is \\boxed{42}."
+
+    engine, sandbox = ScriptedEngine(script), ScriptedSandbox(printed("42"))
+    cfg = config()
+    rep = run(run_repetition(PROBLEM, 0, engine=engine, sandbox=sandbox, prompt=builder(cfg), config=cfg))
+    assert rep.status == "done"
+    assert [t.finish_reason for t in rep.turns] == ["stop", "stop"]
+    assert sandbox.ran == ["print(6*7)\n"]
+    assert rep.turns[0].execution is not None and rep.turns[0].execution.stdout == "42\n"
+    assert {a.source for a in rep.answers} == {"code", "boxed"}
+    assert rep.answer_from("boxed").value == "42" and rep.answer_from("code").value == "42"
+    assert "```output\n42\n```" in rep.text
+
+
+def test_scripted_engine_turn_limit_gives_length_status():
+    engine = ScriptedEngine(lambda req: "again\n```python\nprint(1)\n```\n")
+    cfg = config(**{"sampling.max_turns": 3})
+    rep = run(run_repetition(PROBLEM, 0, engine=engine, sandbox=ScriptedSandbox(printed("1")),
+                             prompt=builder(cfg), config=cfg))
+    assert rep.status == "length" and len(rep.turns) == 3 and len(engine.requests) == 3
+
+
+def test_scripted_engine_total_token_budget_shrinks_requests():
+    engine = ScriptedEngine(lambda req: " ".join(["w"] * 500))
+    cfg = config(**{"sampling.max_tokens": 30, "sampling.max_total_tokens": 50})
+    rep = run(run_repetition(PROBLEM, 0, engine=engine, sandbox=ScriptedSandbox(printed("")),
+                             prompt=builder(cfg), config=cfg))
+    assert rep.status == "length"
+    assert [r.max_tokens for r in engine.requests] == [30]
+    assert rep.generated_tokens == 30
+
+
+def test_scripted_engine_first_answer_stops_the_request():
+    engine = ScriptedEngine(lambda req: "So \\boxed{42} and then a lot more words " + "x " * 100)
+    cfg = config(**{"stop.first_answer": True})
+    rep = run(run_repetition(PROBLEM, 0, engine=engine, sandbox=ScriptedSandbox(printed("")),
+                             prompt=builder(cfg), config=cfg))
+    assert rep.status == "done" and rep.answer_from("boxed").value == "42"
+    assert rep.generated_tokens < 10 and engine.aborted  # the stream was left early
+
+
+def test_scripted_engine_error_is_a_value():
+    class Broken(ScriptedEngine):
+        async def stream(self, request):
+            from solver.types import Delta
+            yield Delta(text="", token_ids=(), finish_reason="error", error="engine died")
+
+    cfg = config()
+    rep = run(run_repetition(PROBLEM, 0, engine=Broken(lambda r: ""), sandbox=ScriptedSandbox(printed("")),
+                             prompt=builder(cfg), config=cfg))
+    assert rep.status == "error" and rep.error == "engine died" and not rep.votes
+
+
+def test_scripted_engine_stop_cancels_in_flight_and_returns_early():
+    """Two fast repetitions agree, the stopper fires, the slow ones are aborted and logged as cancelled."""
+    def script(req: GenerationRequest) -> str:
+        return "\\boxed{42}" if req.repetition < 2 else "slow " * 400 + "\\boxed{7}"
+
+    engine = ScriptedEngine(script, delay_s=0.01)
+    cfg = config(**{"solve.reps": 6, "solve.workers": 4, "stop.stoppers": ["agree:2"]})
+    logged = []
+    solver = ProblemSolver(cfg, engine, ScriptedSandbox(printed("")), on_repetition=logged.append)
+    t0 = time.monotonic()
+    result = run(solver.solve(PROBLEM))
+    elapsed = time.monotonic() - t0
+    assert result.answer == "42" and result.correct is True
+    assert result.stopped_by != "max_reps"
+    assert elapsed < 2.0  # the slow repetitions would need 400 x 10 ms = 4 s each
+    assert engine.open_streams == 0 and len(engine.aborted) == 2
+    statuses = sorted(r.status for r in logged)
+    assert statuses == ["cancelled", "cancelled", "done", "done"]
+    assert result.launched == 4 and result.repetitions == 2
+
+
+def test_scripted_engine_deadline_returns_best_answer_so_far():
+    from solver.clock import SystemClock
+
+    def script(req):
+        return "\\boxed{5}" if req.repetition == 0 else "slow " * 1000
+    engine = ScriptedEngine(script, delay_s=0.01)
+    cfg = config(**{"solve.reps": 3, "solve.workers": 3})
+    clock = SystemClock()
+    solver = ProblemSolver(cfg, engine, ScriptedSandbox(printed("")), clock=clock)
+    result = run(solver.solve(PROBLEM, deadline=clock.now() + 0.5))
+    assert result.stopped_by == "deadline" and result.answer == "5"
+    assert engine.open_streams == 0
+
+
+def test_scripted_engine_past_deadline_gives_default_at_once():
+    from solver.clock import FakeClock
+
+    engine = ScriptedEngine(lambda req: "\\boxed{5}")
+    cfg = config()
+    clock = FakeClock(100.0)
+    result = run(ProblemSolver(cfg, engine, ScriptedSandbox(printed("")), clock=clock)
+                 .solve(PROBLEM, deadline=99.0))
+    assert result.answer == cfg.answers.default and result.stopped_by == "deadline"
+    assert engine.requests == []
+
+
+def test_scripted_engine_resume_counts_done_repetitions():
+    engine = ScriptedEngine(lambda req: "\\boxed{9}")
+    cfg = config(**{"solve.reps": 3, "solve.workers": 2})
+    first = run(ProblemSolver(cfg, engine, ScriptedSandbox(printed(""))).solve(PROBLEM))
+    assert first.repetitions == 3
+    logged = []
+    solver = ProblemSolver(cfg, engine, ScriptedSandbox(printed("")), on_repetition=logged.append)
+    done = [r for r in logged]  # nothing logged yet: the resumed problem reruns everything
+    again = run(solver.solve(PROBLEM, done=done))
+    assert sorted(r.index for r in logged) == [0, 1, 2] and again.answer == "9"
+
+
+def test_scripted_sandbox_error_output_is_shown_to_the_model():
+    failing = lambda code: Execution(code, "error", "", "Traceback...\nZeroDivisionError: division by zero", 0.01)
+
+    def script(req):
+        if req.turn == 0:
+            return "```python\nprint(1/0)\n```\n"
+        assert "ZeroDivisionError" in req.prompt
+        return "\\boxed{3}"
+
+    cfg = config()
+    rep = run(run_repetition(PROBLEM, 0, engine=ScriptedEngine(script), sandbox=ScriptedSandbox(failing),
+                             prompt=builder(cfg), config=cfg))
+    assert rep.status == "done" and rep.executions[0].status == "error"
+    assert rep.answer_from("code") is None
