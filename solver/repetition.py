@@ -56,6 +56,7 @@ class _Stream:
     error: str | None = None
     lowest_group: float | None = None
     ended_by: str | None = None  # "first_answer" | "low_confidence" when the loop ended the request itself
+    parts: list[str] = field(default_factory=list)  # text pieces as they stream
 
 
 class ConfidenceWindow:
@@ -79,10 +80,10 @@ class ConfidenceWindow:
         return self.lowest
 
 
-async def _generate(engine: Engine, request: GenerationRequest, *, first_answer: bool,
+async def _generate(engine: Engine, request: GenerationRequest, out: _Stream, *, first_answer: bool,
                     window: ConfidenceWindow | None, floor: Callable[[], float | None]) -> _Stream:
-    out = _Stream()
-    text_parts: list[str] = []
+    """Consume one request's stream into ``out`` (filled as it goes, so a cancelled turn keeps its part)."""
+    text_parts = out.parts
     async with contextlib.aclosing(engine.stream(request)) as deltas:
         async for delta in deltas:
             text_parts.append(delta.text)
@@ -124,6 +125,8 @@ async def run_repetition(problem: Problem, index: int, *, engine: Engine, sandbo
     status: RepetitionStatus = "length"  # unless the model finishes within the turn limit
     error: str | None = None
     window = ConfidenceWindow(config.stop.confidence_window) if sampling.logprobs else None
+    partial: _Stream | None = None  # the request in flight, kept for the record if the repetition is cancelled
+    t0 = time.monotonic()
     try:
         for turn_no in range(sampling.max_turns):
             left = sampling.max_total_tokens - generated
@@ -137,8 +140,10 @@ async def run_repetition(problem: Problem, index: int, *, engine: Engine, sandbo
                 top_p=sampling.top_p, seed=seed + turn_no, stop=STOP_STRINGS,
                 logprobs=sampling.logprobs, problem_id=problem.id, repetition=index, turn=turn_no)
             t0 = time.monotonic()
-            got = await _generate(engine, request, first_answer=config.stop.first_answer, window=window,
-                                  floor=confidence_floor)
+            partial = _Stream(finish="abort", prompt_tokens=len(ids) if ids is not None else 0)
+            got = await _generate(engine, request, partial, first_answer=config.stop.first_answer,
+                                  window=window, floor=confidence_floor)
+            partial = None
             elapsed = time.monotonic() - t0
             generated += got.token_count
             if ids is not None and got.text and not got.token_ids:
@@ -177,7 +182,9 @@ async def run_repetition(problem: Problem, index: int, *, engine: Engine, sandbo
                 status = "length" if got.finish == "length" else "done"
                 break
             program = compose_program(accepted_code, code, config.sandbox.code_mode)
+            turns.append(turn)  # recorded before the run, so a cancel during execution keeps this turn
             execution = await sandbox.run(program)
+            turns.pop()
             if execution.status == "ok":
                 accepted_code.append(code)
                 found = code_answer(execution.stdout, rules)
@@ -191,6 +198,10 @@ async def run_repetition(problem: Problem, index: int, *, engine: Engine, sandbo
         # Early stop or deadline: the partial record is logged with a cancelled status; the engine request was
         # aborted by leaving its stream and the sandbox killed the running snippet.
         status = "cancelled"
+        if partial is not None:
+            turns.append(Turn(text="".join(partial.parts), prompt_tokens=partial.prompt_tokens,
+                              generated_tokens=partial.token_count, finish_reason="abort",
+                              duration_s=time.monotonic() - t0))
     return Repetition(problem_id=problem.id, index=index, seed=seed, status=status, turns=tuple(turns),
                       answers=tuple(answers), started_at=started_wall, duration_s=time.monotonic() - started,
                       error=error)

@@ -16,10 +16,34 @@ from pathlib import Path
 
 from solver.budget import BudgetManager
 from solver.clock import SystemClock
-from solver.config import Config
+from solver.config import Config, ConfigError
 from solver.runlog import RunLog
 from solver.solve import Session, SolveEvent
 from solver.types import Clock, Problem, ProblemResult
+
+
+def check_runnable(config: Config) -> None:
+    """Every part the config names exists (voter, stoppers, prompt template, engine, model path).
+
+    Raises ConfigError or ModelError with a one-line message, before anything is written or started.
+    """
+    from solver.engines import ENGINE_FACTORIES
+    from solver.prompts import Template
+    from solver.stopping import make_stopper
+    from solver.tiny_model import resolve_model
+    from solver.voting import make_voter
+
+    make_voter(config.vote, config.answers)
+    make_stopper(config.stop, config.solve.reps)
+    Template.load(config.prompt.template)
+    if config.engine.name not in ENGINE_FACTORIES:
+        raise ConfigError(f"unknown engine {config.engine.name!r} (choose from {', '.join(sorted(ENGINE_FACTORIES))})")
+    if config.engine.name == "vllm":
+        resolve_model(config.engine.model)  # a missing model path fails here
+    if config.engine.name == "openai" and not config.engine.endpoints:
+        raise ConfigError("the openai engine needs at least one --endpoint URL")
+    if config.engine.name == "replay" and not config.engine.replay_from:
+        raise ConfigError("the replay engine needs --from RUN_DIR")
 
 
 def write_atomic(path: Path, text: str) -> None:

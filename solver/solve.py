@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -17,7 +18,7 @@ from solver.clock import SystemClock, remaining
 from solver.config import Config
 from solver.prompts import PromptBuilder, Template
 from solver.repetition import run_repetition
-from solver.stopping import confidence_threshold, make_stopper
+from solver.stopping import confidence_threshold, make_stopper, stop_reason
 from solver.types import Clock, Engine, Problem, ProblemResult, Repetition, Sandbox, VoteState
 from solver.voting import decide, make_voter
 
@@ -61,8 +62,9 @@ class ProblemSolver:
         stopper = make_stopper(cfg.stop, target)
         finished: list[Repetition] = [r for r in done if r.status != "cancelled"]
         used = {r.index for r in finished}
-        free_indices = (i for i in range(10 * target + len(used) + 1) if i not in used)
-        ballots = [self.voter.ballot(r) if r.votes else None for r in finished]
+        free_indices = (i for i in itertools.count() if i not in used)
+        # Only repetitions that vote (done / length) enter the vote state; errors and filtered ones do not.
+        ballots = [self.voter.ballot(r) for r in finished if r.votes]
         warmup_lowest: list[float] = []
         threshold: list[float | None] = [None]
 
@@ -92,8 +94,8 @@ class ProblemSolver:
         pending: dict[asyncio.Task[Repetition], int] = {}
         launched = len(finished)
         stopped_by: str | None = "max_reps" if launched >= target else None
-        if stopped_by is None and finished and stopper(state()):
-            stopped_by = stopper.name
+        if stopped_by is None and finished:
+            stopped_by = stop_reason(stopper, state())
         self.on_event(SolveEvent("start", problem.id, len(finished), launched, target, leader()))
         try:
             while stopped_by is None:
@@ -116,13 +118,14 @@ class ProblemSolver:
                     pending.pop(task)
                     rep = task.result()
                     finished.append(rep)
-                    ballots.append(self.voter.ballot(rep) if rep.votes else None)
+                    if rep.votes:
+                        ballots.append(self.voter.ballot(rep))
                     note_confidence(rep)
                     self.on_repetition(rep)
                     self.on_event(SolveEvent("repetition", problem.id, len(finished), launched, target,
                                              leader()))
-                if ready and stopper(state()):
-                    stopped_by = stopper.name
+                if ready:
+                    stopped_by = stop_reason(stopper, state())
         finally:
             await self._cancel(pending)
         answer = decide(self.voter, ballots, cfg.answers.default)

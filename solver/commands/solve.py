@@ -78,10 +78,10 @@ def _fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from solver.config import ConfigError, load_config
+    from solver.config import ConfigError
     from solver.datasets import DatasetError, load_problems
     from solver.runlog import LogError, read_log
-    from solver.tiny_model import ModelError, resolve_model
+    from solver.tiny_model import ModelError
 
     try:
         if args.resume is not None:
@@ -110,13 +110,14 @@ def run(args: argparse.Namespace) -> int:
                 return _fail("DATA is required (a CSV or JSONL problem file)")
         if not problems:
             return _fail("no problems to solve")
-        if config.engine.name == "vllm":
-            resolve_model(config.engine.model)  # a missing model path fails here, before RUN_DIR exists
+        from solver.run import check_runnable
+
+        check_runnable(config)  # before RUN_DIR exists: a bad name or path writes nothing
     except (ConfigError, DatasetError, LogError, ModelError) as exc:
         return _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
     from solver.progress import LiveProgress
-    from solver.run import solve_run, summary_markdown
+    from solver.run import summary_markdown
 
     created = not run_dir.exists()
     with LiveProgress(len(problems)) as progress:

@@ -96,15 +96,18 @@ class VllmEngine:
                 await self._llm.abort(request_id)
 
     def running_requests(self) -> int:
-        return int(self._llm.get_num_unfinished_requests())
+        return 0 if self._closed else int(self._llm.get_num_unfinished_requests())
 
     def is_dead(self) -> bool:
-        return bool(getattr(self._llm, "errored", False))
+        return self._closed or bool(self._llm.errored)
 
     async def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._llm.shutdown()
+            self._llm.shutdown()  # ends the engine core process and its workers
+            # Drop the last reference now: AsyncLLM.__del__ shuts down again, which fails if it only runs
+            # during interpreter teardown.
+            del self._llm
 
 
 def engine_args(config: Config, model: str) -> Any:

@@ -1,0 +1,358 @@
+"""Stopping: when a problem has enough repetitions, as pure functions of the vote so far.
+
+Policies are chosen by name from :data:`STOPPERS`, each with an optional parameter after ``:``
+(``"beta:0.95"``, ``"esc:5"``, ``"agree:4"``) and combined with ``any`` or ``all``. Every policy looks at
+vote *counts* (one per ballot), never at the voter's weights: the statistics behind ``beta`` and ``ztest``
+are about counts, and the agreement rules were published as counts. Weights only choose the winner.
+
+The DeepConf-style functions at the end turn per-token top-k logprobs into confidences and thresholds.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from solver.config import ConfigError, StopConfig
+from solver.registry import Registry
+from solver.types import Ballot, Stopper, StopReason, VoteState
+
+STOPPERS: Registry[Stopper] = Registry("stopper")
+
+
+# ---- what the policies look at ---------------------------------------------------------------------------
+
+
+def answers(state: VoteState) -> list[str]:
+    """The answers cast, in finish order (repetitions without an answer left out)."""
+    return [b.answer for b in state.ballots if b is not None]
+
+
+def top_counts(state: VoteState) -> tuple[int, int]:
+    """Votes of the most and second most voted answers (0 when absent).
+
+    >>> top_counts(VoteState((Ballot("1"), Ballot("2"), None, Ballot("1")), 8))
+    (2, 1)
+    >>> top_counts(VoteState((), 8))
+    (0, 0)
+    """
+    counts = sorted(Counter(answers(state)).values(), reverse=True) + [0, 0]
+    return counts[0], counts[1]
+
+
+def _state(*votes: str | None, max_repetitions: int = 16) -> VoteState:
+    """Doctest shorthand: ``_state("7", None, "7")``."""
+    return VoteState(tuple(None if v is None else Ballot(v) for v in votes), max_repetitions)
+
+
+# ---- policies (pure) -----------------------------------------------------------------------------------
+
+
+def agree(state: VoteState, k: int) -> bool:
+    """The top answer has ``k`` votes (AIMO3 public lineage: 8 attempts, stop when 4 agree).
+
+    >>> agree(_state("3", "3", "5", "3"), 3), agree(_state("3", "3", "5", "3"), 4), agree(_state(), 1)
+    (True, False, False)
+    """
+    return top_counts(state)[0] >= k
+
+
+def agree_rules(state: VoteState) -> bool:
+    """The AIMO2 runner-up's early stop, read as follows (f = repetitions finished, answers counted):
+
+    - 4 agree within the first 4 finished (f <= 4);
+    - 4 of the last 5 finished agree;
+    - 5 agree with f <= 7; 6 agree with f <= 9;
+    - or 8 answers have been collected (finished repetitions without an answer do not count).
+
+    >>> agree_rules(_state("1", "1", "1", "1")), agree_rules(_state("1", "1", "1", "2"))
+    (True, False)
+    >>> agree_rules(_state("2", "1", "1", "9", "1", "1"))  # 4 of the last 5
+    True
+    >>> agree_rules(_state("1", "2", "1", "2", "1", "1", "1"))  # 5 agree, f = 7
+    True
+    >>> agree_rules(_state(*"12341234")), agree_rules(_state(*"1234123", None))
+    (True, False)
+    """
+    f = state.finished
+    top = top_counts(state)[0]
+    last5 = [b.answer for b in state.ballots[-5:] if b is not None]
+    last5_top = max(Counter(last5).values(), default=0)
+    return (
+        (f <= 4 and top >= 4)
+        or last5_top >= 4
+        or (f <= 7 and top >= 5)
+        or (f <= 9 and top >= 6)
+        or len(answers(state)) >= 8
+    )
+
+
+def ztest(state: VoteState, alpha: float) -> bool:
+    """Two-proportion z-test: top-1's share of the answers exceeds top-2's at level ``alpha`` (one-sided;
+    the AIMO1 seed notebook author's early stop at 95 %).
+
+    z = (p1 - p2) / sqrt(p (1 - p) 2 / n), with p = (v1 + v2) / 2n the pooled share and n the answers.
+
+    >>> ztest(_state("4"), 0.05), ztest(_state("4", "4"), 0.05)
+    (False, True)
+    >>> ztest(_state("4", "5", "4", "5"), 0.05), ztest(_state(), 0.05)
+    (False, False)
+    """
+    from scipy.stats import norm  # ~0.5-3 s to import; only paid when this policy runs
+
+    v1, v2 = top_counts(state)
+    n = len(answers(state))
+    if n == 0 or v1 == v2:
+        return False
+    pooled = (v1 + v2) / (2 * n)
+    z = (v1 - v2) / n / (pooled * (1 - pooled) * 2 / n) ** 0.5
+    return bool(z > norm.ppf(1 - alpha))
+
+
+def beta(state: VoteState, p: float) -> bool:
+    """Adaptive-Consistency: P(p1 > p2) under Beta(v1 + 1, v2 + 1) is at least ``p`` (EMNLP 2023).
+
+    >>> beta(_state("1", "1", "1"), 0.95), beta(_state("1", "1", "1", "1"), 0.95)  # 1 - 0.5**5 = 0.969
+    (False, True)
+    >>> beta(_state(), 0.95), beta(_state("1", "2"), 0.95)
+    (False, False)
+    """
+    return beta_probability(state) >= p
+
+
+def beta_probability(state: VoteState) -> float:
+    """P(p1 > p2) = ``scipy.stats.beta.sf(0.5, v1 + 1, v2 + 1)`` for the top two counts v1 >= v2.
+
+    >>> round(beta_probability(_state("1", "1", "1", "1", "1")), 4)
+    0.9844
+    """
+    from scipy.stats import beta as beta_dist
+
+    v1, v2 = top_counts(state)
+    return float(beta_dist.sf(0.5, v1 + 1, v2 + 1))
+
+
+def esc(state: VoteState, window: int) -> bool:
+    """Early-stopping self-consistency: some window-aligned run of ``window`` finished repetitions all gave
+    the same answer (ICLR 2024; windows [0, w), [w, 2w)...; a repetition without an answer breaks its window).
+
+    >>> esc(_state("1", "1", "1"), 3), esc(_state("2", "1", "1", "1"), 3), esc(_state("1", None, "1"), 3)
+    (True, False, False)
+    >>> esc(_state(*"123111"), 3)
+    True
+    """
+    ballots = state.ballots
+    for start in range(0, len(ballots) - window + 1, window):
+        chunk = ballots[start : start + window]
+        if all(b is not None for b in chunk) and len({b.answer for b in chunk if b is not None}) == 1:
+            return True
+    return False
+
+
+def max_reps(state: VoteState) -> bool:
+    """Every allowed repetition has finished.
+
+    >>> max_reps(_state("1", max_repetitions=2)), max_reps(_state("1", None, max_repetitions=2))
+    (False, True)
+    """
+    return state.finished >= state.max_repetitions
+
+
+# ---- policies as named stoppers ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One named rule; ``name`` is what a run records as the reason it stopped (e.g. ``"beta:0.95"``)."""
+
+    name: str
+    rule: Callable[[VoteState], bool]
+
+    def __call__(self, state: VoteState) -> bool:
+        return self.rule(state)
+
+
+@dataclass(frozen=True)
+class Combined:
+    """Members joined by ``any`` or ``all``; :meth:`fired` says which member stopped the problem."""
+
+    name: str
+    members: tuple[Stopper, ...]
+    combine: Literal["any", "all"]
+
+    def __call__(self, state: VoteState) -> bool:
+        return self.fired(state) is not None
+
+    def fired(self, state: VoteState) -> StopReason | None:
+        reasons = [stop_reason(m, state) for m in self.members]
+        if self.combine == "any":
+            return next((r for r in reasons if r is not None), None)
+        if reasons and all(r is not None for r in reasons):
+            return "+".join(r for r in reasons if r is not None)
+        return None
+
+
+def stop_reason(stopper: Stopper, state: VoteState) -> StopReason | None:
+    """The name of the policy that fires on ``state`` (the first member of an ``any``), or None.
+
+    >>> s = make_stopper(StopConfig(stoppers=("agree:2", "beta")), max_repetitions=4)
+    >>> stop_reason(s, _state("1", "2")), stop_reason(s, _state("1", "1")), stop_reason(s, _state(*"1234"))
+    (None, 'agree:2', 'max_reps')
+    """
+    if isinstance(stopper, Combined):
+        return stopper.fired(state)
+    return stopper.name if stopper(state) else None
+
+
+def _number(name: str, param: str | None, default: float, low: float, high: float) -> float:
+    if param is None:
+        return default
+    try:
+        value = float(param)
+    except ValueError:
+        value = float("nan")
+    if not low <= value <= high:
+        raise ConfigError(f"stopper {name!r} needs a number in [{low:g}, {high:g}], got {param!r}")
+    return value
+
+
+def _whole(name: str, param: str | None, default: int) -> int:
+    value = _number(name, param, default, 1, 10_000)
+    if value != int(value):
+        raise ConfigError(f"stopper {name!r} needs a whole number, got {param!r}")
+    return int(value)
+
+
+def _no_param(name: str, param: str | None) -> None:
+    if param is not None:
+        raise ConfigError(f"stopper {name!r} takes no parameter, got {param!r}")
+
+
+@STOPPERS.register("agree_rules")
+def _agree_rules(param: str | None = None) -> Stopper:
+    _no_param("agree_rules", param)
+    return Policy("agree_rules", agree_rules)
+
+
+@STOPPERS.register("agree")
+def _agree(param: str | None = None) -> Stopper:
+    k = _whole("agree", param, 4)
+    return Policy(f"agree:{k}", lambda s: agree(s, k))
+
+
+@STOPPERS.register("ztest")
+def _ztest(param: str | None = None) -> Stopper:
+    alpha = _number("ztest", param, 0.05, 1e-9, 0.5)
+    return Policy(f"ztest:{alpha:g}", lambda s: ztest(s, alpha))
+
+
+@STOPPERS.register("beta")
+def _beta(param: str | None = None) -> Stopper:
+    p = _number("beta", param, 0.95, 0.5, 1.0)
+    return Policy(f"beta:{p:g}", lambda s: beta(s, p))
+
+
+@STOPPERS.register("esc")
+def _esc(param: str | None = None) -> Stopper:
+    w = _whole("esc", param, 5)
+    return Policy(f"esc:{w}", lambda s: esc(s, w))
+
+
+@STOPPERS.register("max_reps")
+def _max_reps(param: str | None = None) -> Stopper:
+    _no_param("max_reps", param)
+    return Policy("max_reps", max_reps)
+
+
+def parse_stopper(spec: str) -> Stopper:
+    """A stopper from ``"name"`` or ``"name:param"``.
+
+    >>> parse_stopper("beta").name, parse_stopper("esc:3").name
+    ('beta:0.95', 'esc:3')
+    >>> parse_stopper("beta:2")
+    Traceback (most recent call last):
+    ...
+    solver.config.ConfigError: stopper 'beta' needs a number in [0.5, 1], got '2'
+    """
+    name, _, param = spec.strip().partition(":")
+    return STOPPERS.create(name, param or None)
+
+
+def make_stopper(stop: StopConfig, max_repetitions: int) -> Stopper:
+    """``stop.stoppers`` joined by ``stop.combine``, always also stopping once ``max_repetitions`` (or the
+    state's own, smaller, limit) have finished: past that point there is nothing left to wait for.
+
+    >>> make_stopper(StopConfig(), 8).name
+    'max_reps'
+    >>> make_stopper(StopConfig(stoppers=("agree_rules", "beta:0.9"), combine="all"), 8).name
+    'any(max_reps, all(agree_rules, beta:0.9))'
+    """
+    limit = Policy("max_reps", lambda s: s.finished >= min(max_repetitions, s.max_repetitions))
+    if not stop.stoppers:
+        return limit
+    members = tuple(parse_stopper(spec) for spec in stop.stoppers)
+    inner: Stopper = members[0]
+    if len(members) > 1:
+        inner = Combined(f"{stop.combine}({', '.join(m.name for m in members)})", members, stop.combine)
+    return Combined(f"any(max_reps, {inner.name})", (limit, inner), "any")
+
+
+# ---- DeepConf-style confidence (pure) ------------------------------------------------------------------
+
+
+def token_confidence(top_logprobs: Sequence[float]) -> float:
+    """Minus the mean of one token's top-k logprobs: high when the model was sure (DeepConf, 2025).
+
+    >>> token_confidence([-0.1, -3.0, -5.9])
+    3.0
+    """
+    if not top_logprobs:
+        raise ValueError("token_confidence needs at least one logprob")
+    return -float(np.mean(top_logprobs))
+
+
+def group_confidences(token_conf: Sequence[float], window: int) -> list[float]:
+    """Sliding means over ``window`` consecutive tokens; one mean over all when there are fewer tokens.
+
+    >>> group_confidences([1.0, 2.0, 3.0, 6.0], 2)
+    [1.5, 2.5, 4.5]
+    >>> group_confidences([1.0, 2.0], 5), group_confidences([], 5)
+    ([1.5], [])
+    """
+    if window < 1:
+        raise ValueError("window must be >= 1")
+    if not token_conf:
+        return []
+    values = np.asarray(token_conf, dtype=float)
+    if len(values) < window:
+        return [float(values.mean())]
+    sums = np.cumsum(np.concatenate(([0.0], values)))
+    return [float(x) for x in (sums[window:] - sums[:-window]) / window]
+
+
+def lowest_group_confidence(token_conf: Sequence[float], window: int) -> float | None:
+    """The lowest sliding-window confidence of a trace; None for an empty trace.
+
+    >>> lowest_group_confidence([3.0, 1.0, 1.0, 3.0], 2), lowest_group_confidence([], 2)
+    (1.0, None)
+    """
+    groups = group_confidences(token_conf, window)
+    return min(groups) if groups else None
+
+
+def confidence_threshold(warmup_lowest: Sequence[float], percentile: float) -> float:
+    """The threshold below which a trace is stopped: ``percentile`` of the warm-up traces' lowest group
+    confidences (DeepConf online: 10 keeps ~90 % of traces, 90 keeps ~10 %).
+
+    >>> confidence_threshold([1.0, 2.0, 3.0, 4.0, 5.0], 50)
+    3.0
+    """
+    if not warmup_lowest:
+        raise ValueError("confidence_threshold needs at least one warm-up trace")
+    if not 0 <= percentile <= 100:
+        raise ValueError("percentile must be in [0, 100]")
+    return float(np.percentile(warmup_lowest, percentile))

@@ -1,0 +1,71 @@
+"""Bad input to `solver solve`: one clear line on stderr, exit code 2, nothing left in RUN_DIR. No engine starts."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from conftest import solver_cmd
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(solver_cmd(*args), capture_output=True, text=True, timeout=timeout)
+
+
+def one_error_line(done: subprocess.CompletedProcess[str]) -> str:
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert "error" in lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("content, needle", [
+    ("id,question_text\n1,hi\n", "problem"),                     # missing column
+    ("id,problem,answer\n1,,3\n", "empty"),                      # empty problem text
+    ('{"problem": "x"\n', "line 1"),                            # malformed JSONL
+])
+def test_bad_data_files(tmp_path, content, needle):
+    suffix = ".jsonl" if content.startswith("{") else ".csv"
+    data = tmp_path / f"data{suffix}"
+    data.write_text(content)
+    out = tmp_path / "run"
+    done = run_cli("solve", str(data), "--out", str(out))
+    assert done.returncode == 2
+    assert needle in one_error_line(done).lower()
+    assert not out.exists()
+
+
+def test_missing_file_and_missing_model(tmp_path):
+    out = tmp_path / "run"
+    done = run_cli("solve", str(tmp_path / "nope.csv"), "--out", str(out))
+    assert done.returncode == 2 and "nope.csv" in one_error_line(done)
+    data = tmp_path / "d.csv"
+    data.write_text("id,problem\n1,What is 1+1?\n")
+    done = run_cli("solve", str(data), "--out", str(out), "--model", str(tmp_path / "no-model"))
+    assert done.returncode == 2 and "no-model" in one_error_line(done)
+    assert not out.exists()
+
+
+def test_unknown_flag_and_config_key(tmp_path):
+    data = tmp_path / "d.csv"
+    data.write_text("id,problem\n1,What is 1+1?\n")
+    done = run_cli("solve", str(data), "--out", str(tmp_path / "r"), "--frobnicate")
+    assert done.returncode == 2 and "frobnicate" in one_error_line(done)
+    done = run_cli("solve", str(data), "--out", str(tmp_path / "r"), "--set", "solve.nonsense=3")
+    assert done.returncode == 2 and "solve.nonsense" in one_error_line(done)
+    done = run_cli("solve", str(data), "--out", str(tmp_path / "r"), "--reps", "0")
+    assert done.returncode == 2 and "reps" in one_error_line(done)
+    done = run_cli("solve", str(data), "--out", str(tmp_path / "r"), "--stopper", "bogus")
+    assert done.returncode == 2 and "bogus" in one_error_line(done)
+    assert not (tmp_path / "r").exists()
+
+
+def test_existing_run_dir_is_refused(tmp_path):
+    data = tmp_path / "d.csv"
+    data.write_text("id,problem\n1,What is 1+1?\n")
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "log.jsonl").write_text("")
+    done = run_cli("solve", str(data), "--out", str(out))
+    assert done.returncode == 2 and "--resume" in one_error_line(done)
+    assert (out / "log.jsonl").read_text() == ""
