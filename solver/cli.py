@@ -8,12 +8,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
 from solver import __version__
 
-COMMANDS = ("solve", "simulate", "import_samples", "report", "sweep", "kaggle_local", "serve", "bench", "setup")
+COMMANDS = ("solve", "simulate", "import_samples", "report", "sweep", "kaggle_local", "serve")
 
 
 class CliParser(argparse.ArgumentParser):
@@ -43,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # vLLM logs every engine step at INFO; a run's own progress display is what a person wants to see.
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "INFO" if args.verbose else "ERROR")
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
     return int(args.func(args) or 0)

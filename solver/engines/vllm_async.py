@@ -105,9 +105,6 @@ class VllmEngine:
         if not self._closed:
             self._closed = True
             self._llm.shutdown()  # ends the engine core process and its workers
-            # Drop the last reference now: AsyncLLM.__del__ shuts down again, which fails if it only runs
-            # during interpreter teardown.
-            del self._llm
 
 
 def engine_args(config: Config, model: str) -> Any:
@@ -135,7 +132,22 @@ async def open_vllm_engine(config: Config) -> VllmEngine:
     model = resolve_model(config.engine.model)
     from vllm.v1.engine.async_llm import AsyncLLM
 
+    class OnceAsyncLLM(AsyncLLM):  # type: ignore[misc, valid-type]
+        """Shuts down once: AsyncLLM.__del__ shuts down again, which fails when it only runs during
+        interpreter teardown (module globals already gone)."""
+
+        _shut = False
+
+        def shutdown(self, timeout: float | None = None) -> None:
+            if not self._shut:
+                self._shut = True
+                super().shutdown(timeout=timeout)
+
+        def __del__(self) -> None:
+            if not self._shut:
+                super().__del__()
+
     args = engine_args(config, model)
     tokenizer = load_tokenizer(model)
-    llm = AsyncLLM.from_engine_args(args)
+    llm = OnceAsyncLLM.from_engine_args(args)
     return VllmEngine(llm, tokenizer)
