@@ -137,6 +137,12 @@ class BudgetConfig:
     reserve_s: float = 300.0  # kept back at the end for safety
     cutoff_s: float | None = None  # after this much elapsed time answer the default at once
 
+    def __post_init__(self) -> None:
+        _check(self.problems >= 1, "budget.problems must be >= 1")
+        _check(0 <= self.min_s <= self.max_s, "budget.min_s must be >= 0 and <= budget.max_s")
+        _check(self.reserve_s >= 0, "budget.reserve_s must be >= 0")
+        _check(self.total_s is None or self.total_s > 0, "budget.total_s must be > 0 or null")
+
 
 @dataclass(frozen=True)
 class Config:

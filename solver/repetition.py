@@ -194,6 +194,8 @@ async def run_repetition(problem: Problem, index: int, *, engine: Engine, sandbo
             turns.append(replace(turn, execution=execution, appended=appended))
             text += got.text + appended
             ids = _extend(ids, got.token_ids, prompt.encode(appended))
+    except Exception as exc:  # a backend or sandbox fault ends this repetition only, as a value
+        status, error = "error", f"{type(exc).__name__}: {exc}"
     except asyncio.CancelledError:
         # Early stop or deadline: the partial record is logged with a cancelled status; the engine request was
         # aborted by leaving its stream and the sandbox killed the running snippet.

@@ -1,0 +1,151 @@
+"""Time budget for a set of problems that arrive one at a time (the Kaggle gateway): no look-ahead, no going back.
+
+The formula, with every quantity in seconds and measured on one ``Clock``::
+
+    usable_end  = start + total_s − reserve_s            # the reserve is never planned for
+    time_left   = usable_end − now
+    n           = max(1, problems − finished)            # problems left, this one included
+    seconds     = clamp(time_left − min_s × (n − 1), min_s, max_s)
+    deadline    = min(now + seconds, cutoff)             # cutoff = start + cutoff_s (else usable_end)
+
+Each problem still to come keeps a floor of ``min_s``; the current one gets whatever is above those floors, at
+least ``min_s`` and at most ``max_s``. Time a problem does not use (its vote stopped early) flows to the next
+ones, because the next budget is computed from the clock, not from a plan. After the hard cutoff a problem gets
+no time at all and the caller answers the default at once.
+
+This is the AIMO3 public lineage's ``clamp(time_left − 300 s × (problems_left − 1), 300 s, 900 s)`` with its
+three constants named (``min_s`` doubles as the per-problem floor, as there) plus a reserve and a hard cutoff
+(AIMO2 2nd place stopped everything at 4 h 57 min of 5 h). AIMO2 2nd place instead picked a sample count from
+tiers of remaining time with 11 min per problem; here the count follows from the deadline and the stopping
+rule, so one formula covers both a fast machine and a slow one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from solver.config import BudgetConfig
+from solver.types import Clock
+
+
+def problem_seconds(time_left_s: float, problems_left: int, min_s: float, max_s: float) -> float:
+    """Seconds for the problem now starting: what is left above a floor of ``min_s`` per later problem.
+
+    >>> problem_seconds(17700, 50, 300, 900)   # first of 50 in 5 h: 17700 − 49 × 300 = 3000, capped
+    900.0
+    >>> problem_seconds(1000, 2, 300, 900)     # the last but one: 1000 − 300
+    700.0
+    >>> problem_seconds(2000, 10, 300, 900)    # behind schedule: still the minimum
+    300.0
+    >>> problem_seconds(-50, 1, 300, 900)      # over time: the minimum (the cutoff bounds it further)
+    300.0
+    """
+    later = max(0, problems_left - 1)
+    return float(min(max_s, max(min_s, time_left_s - min_s * later)))
+
+
+@dataclass(frozen=True)
+class Allotment:
+    """The budget of the problem now starting. Times are absolute on the manager's clock, durations seconds."""
+
+    deadline: float | None  # None: no budget at all
+    seconds: float | None  # deadline − now (0 after the cutoff)
+    problems_left: int  # this one included
+    time_left_s: float | None  # usable time before the reserve; negative when over time
+    past_cutoff: bool
+
+
+@dataclass(frozen=True)
+class Spend:
+    """One finished problem: what it was given and what it took (seconds)."""
+
+    index: int
+    allotted_s: float | None
+    used_s: float
+
+
+class BudgetManager:
+    """Hands each problem a deadline from a total budget; see the module docstring for the formula.
+
+    >>> from solver.clock import FakeClock
+    >>> clock = FakeClock(0.0)
+    >>> budget = BudgetManager(BudgetConfig(total_s=3600, problems=4, min_s=300, max_s=1200, reserve_s=600,
+    ...                                     cutoff_s=3300), clock)
+    >>> budget.next_deadline()              # 3000 − 3 × 300 = 2100, capped at 1200
+    1200.0
+    >>> clock.advance(1200); budget.finish_problem().used_s
+    1200.0
+    >>> budget.next_deadline() - clock.now()  # 1800 − 2 × 300
+    1200.0
+    >>> clock.advance(2050); budget.finish_problem().used_s
+    2050.0
+    >>> budget.next_deadline(), budget.past_cutoff()  # the minimum would end at 3550: the cutoff wins
+    (3300.0, False)
+    >>> clock.advance(60); budget.past_cutoff(), budget.allot().seconds
+    (True, 0.0)
+    """
+
+    def __init__(self, config: BudgetConfig, clock: Clock, start: float | None = None) -> None:
+        # BudgetConfig validated its own fields (problems >= 1, 0 <= min_s <= max_s, ...) when it was built.
+        self.config = config
+        self.clock = clock
+        self.start = clock.now() if start is None else start
+        self._finished: list[Spend] = []
+        self._problem_start: float | None = None
+        self._allotted: float | None = None
+
+    # ---- the arithmetic -------------------------------------------------------------------------------
+
+    @property
+    def cutoff(self) -> float | None:
+        """The absolute time after which every problem answers the default at once, or None."""
+        c = self.config
+        if c.cutoff_s is not None:
+            return self.start + c.cutoff_s
+        if c.total_s is not None:
+            return self.start + c.total_s - c.reserve_s
+        return None
+
+    def elapsed(self) -> float:
+        return self.clock.now() - self.start
+
+    def past_cutoff(self) -> bool:
+        cutoff = self.cutoff
+        return cutoff is not None and self.clock.now() >= cutoff
+
+    def allot(self) -> Allotment:
+        """The budget of the problem now starting, computed from the clock and the problems finished."""
+        c, now, cutoff = self.config, self.clock.now(), self.cutoff
+        left = max(1, c.problems - len(self._finished))
+        if c.total_s is None:
+            # No total: only an explicit cutoff bounds the problem.
+            seconds = None if cutoff is None else max(0.0, cutoff - now)
+            return Allotment(cutoff, seconds, left, None, self.past_cutoff())
+        time_left = self.start + c.total_s - c.reserve_s - now
+        deadline = now + problem_seconds(time_left, left, c.min_s, c.max_s)
+        if cutoff is not None:
+            deadline = min(deadline, cutoff)
+        deadline = max(deadline, now)  # past the cutoff: zero seconds, never a deadline in the past
+        return Allotment(deadline, deadline - now, left, time_left, self.past_cutoff())
+
+    # ---- the per-problem cycle ------------------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        """The absolute deadline for the problem now starting (None = no budget); marks the problem started."""
+        allotment = self.allot()
+        self._problem_start = self.clock.now()
+        self._allotted = allotment.seconds
+        return allotment.deadline
+
+    def finish_problem(self) -> Spend:
+        """Counts the current problem as done, so later ones share what is left; returns what it took."""
+        now = self.clock.now()
+        started = self._problem_start if self._problem_start is not None else now
+        spend = Spend(len(self._finished), self._allotted, now - started)
+        self._finished.append(spend)
+        self._problem_start, self._allotted = None, None
+        return spend
+
+    @property
+    def finished(self) -> tuple[Spend, ...]:
+        return tuple(self._finished)

@@ -1,0 +1,130 @@
+"""``solver sweep DATA --reps 4,8,16 --workers 2,4,8 --out DIR``: a validation sweep (see solver/sweep.py)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+EXIT_BAD_INPUT = 2
+EXIT_FAILED = 1
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "sweep", help="accuracy and runtime over a grid of repetitions, workers, temperatures, stoppers",
+        description="Generate one run per temperature, prompt and worker count at the largest repetition count, "
+                    "resample smaller counts, voters and stopping rules offline, and write sweep.csv, sweep.md "
+                    "and PNG plots to OUT. Lists are comma separated.")
+    parser.add_argument("data", nargs="?", help="problem set: CSV, JSONL or a bundled name (e.g. demo)")
+    parser.add_argument("--spec", type=Path, default=None,
+                        help="a sweep YAML (e.g. evaluation/sweeps/demo.yaml); flags override its keys")
+    parser.add_argument("--out", type=Path, required=True, help="sweep directory (runs/ and results)")
+    parser.add_argument("--reps", default=None, help="repetition counts, e.g. 4,8,16")
+    parser.add_argument("--workers", default=None, help="repetitions in flight, e.g. 2,4,8")
+    parser.add_argument("--temperature", default=None, help="sampling temperatures, e.g. 0.6,0.8")
+    parser.add_argument("--prompt", default=None, help="prompt templates, e.g. tir,cot")
+    parser.add_argument("--voter", default=None, help="voters, e.g. majority,code_first")
+    parser.add_argument("--stopper", default=None,
+                        help="stopping rules; 'none', a name, or names joined by '+', e.g. none,beta,agree:4+esc:5")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N problems")
+    parser.add_argument("--draws", type=int, default=None, help="random orders per problem (default 100)")
+    parser.add_argument("--draw-seed", dest="draw_seed", type=int, default=None, help="seed of the draws")
+    parser.add_argument("--jobs", type=int, default=None, help="processes for the offline replay (default 1)")
+    parser.add_argument("--offline", action="store_true",
+                        help="generate nothing: analyse the runs already in OUT/runs")
+    parser.add_argument("--preset", default=None, help="config preset (default tiny)")
+    parser.add_argument("--config", dest="config_file", default=None, help="a YAML file layered on the preset")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override any config key, e.g. --set sampling.max_tokens=64 (value parsed as YAML)")
+    parser.add_argument("--model", default=None, help="model path or hub id (default: the embedded tiny model)")
+    parser.add_argument("--engine", default=None, help="engine backend: vllm, openai, replay")
+    parser.add_argument("--endpoint", action="append", default=None, help="OpenAI-compatible server base URL")
+    parser.add_argument("--from", dest="replay_from", action="append", default=None, metavar="RUN_DIR",
+                        help="run directory to replay (with --engine replay)")
+    parser.set_defaults(func=run)
+
+
+def _fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
+    print(f"solver: error: {message}", file=sys.stderr)
+    return code
+
+
+def spec_data(args: argparse.Namespace) -> dict[str, Any]:
+    """The spec file's mapping with the command-line flags layered on top."""
+    import yaml
+
+    from solver.config import ConfigError
+    from solver.sweep import load_spec
+
+    data: dict[str, Any] = load_spec(args.spec) if args.spec is not None else {}
+    flags = {"data": args.data, "reps": args.reps, "workers": args.workers, "temperature": args.temperature,
+             "prompt": args.prompt, "voter": args.voter, "stopper": args.stopper, "limit": args.limit,
+             "draws": args.draws, "seed": args.draw_seed, "jobs": args.jobs, "preset": args.preset,
+             "config": args.config_file}
+    data.update({k: v for k, v in flags.items() if v is not None})
+    overrides = dict(data.get("set") or {})
+    for item in args.overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        try:
+            overrides[key] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--set {key}: cannot parse {value!r}") from exc
+    engine_flags = {"engine.model": args.model, "engine.name": args.engine, "engine.endpoints": args.endpoint,
+                    "engine.replay_from": args.replay_from}
+    overrides.update({k: v for k, v in engine_flags.items() if v is not None})
+    data["set"] = overrides
+    return data
+
+
+def run(args: argparse.Namespace) -> int:
+    from solver.config import ConfigError, load_config
+    from solver.datasets import DatasetError, load_problems
+    from solver.runlog import LogError
+    from solver.sweep import SweepError, check_spec, plan_runs, reusable_config, run_sweep, spec_from_dict
+    from solver.tiny_model import ModelError, resolve_model
+
+    try:
+        spec = spec_from_dict(spec_data(args), str(args.spec) if args.spec else "sweep")
+        base = load_config(spec.preset, spec.config_file, spec.overrides)
+        problems = load_problems(spec.data, limit=spec.limit)
+        check_spec(spec, base)
+        runs = plan_runs(spec, base, args.out)
+        for planned in runs:
+            reusable_config(planned)  # a directory holding other settings fails now, not after a long run
+        if not args.offline and base.engine.name == "vllm":
+            resolve_model(base.engine.model)  # a missing model fails here, before anything is written
+    except (SweepError, ConfigError, DatasetError, LogError, ModelError) as exc:
+        return _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+
+    from solver.progress import LiveProgress
+
+    def announce(planned: Any) -> None:
+        print(f"sweep: run {planned.run_dir.name}: {len(problems)} problems x {spec.max_reps} repetitions, "
+              f"{planned.workers} in flight", file=sys.stderr)
+
+    try:
+        with LiveProgress(len(problems)) as progress:
+            df = run_sweep(spec, base, problems, args.out, generate_runs=not args.offline, on_event=progress,
+                           on_run=announce)
+    except (SweepError, ConfigError, LogError, ModelError) as exc:
+        return _fail(str(exc).splitlines()[0])
+    except KeyboardInterrupt:
+        print(f"solver: interrupted; run the same sweep again to continue ({len(runs)} runs in {args.out}/runs)",
+              file=sys.stderr)
+        return 130
+    except Exception as exc:  # the engine or a run failed: one line, exit 1 (finished runs stay for reuse)
+        return _fail(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", EXIT_FAILED)
+    best = df.sort_values(["accuracy", "runtime_s"], ascending=[False, True]).iloc[0]
+    if math.isnan(best["accuracy"]):
+        print(f"{len(df)} settings; no reference answers, so no accuracy")
+    else:
+        print(f"{len(df)} settings; best majority accuracy {100 * best['accuracy']:.1f} % (T={best['temperature']}, "
+              f"prompt {best['prompt']}, voter {best['voter']}, stopper {best['stopper']}, W={best['workers']}, "
+              f"N={best['reps']})")
+    print(f"results: {args.out / 'sweep.md'}")
+    return 0
