@@ -161,3 +161,35 @@ def test_scripted_sandbox_error_output_is_shown_to_the_model():
                              prompt=builder(cfg), config=cfg))
     assert rep.status == "done" and rep.executions[0].status == "error"
     assert rep.answer_from("code") is None
+
+
+class ConfidentScriptedEngine(ScriptedEngine):
+    """Scripted engine double that also reports per-token confidences: repetitions >= 2 are unsure."""
+
+    async def stream(self, request):
+        from solver.types import Delta
+
+        self.requests.append(request)
+        self.open_streams += 1
+        try:
+            sure = request.repetition < 2
+            for i in range(40):
+                yield Delta(text=" w", token_ids=(i,), confidences=(5.0 if sure else 0.5,))
+            yield Delta(text=" \\boxed{8}", token_ids=(99,), confidences=(5.0,))
+            yield Delta(text="", token_ids=(), finish_reason="stop", prompt_tokens=3)
+        finally:
+            self.open_streams -= 1
+
+
+def test_scripted_engine_confidence_filter_cuts_unsure_repetitions_after_warmup():
+    engine = ConfidentScriptedEngine(lambda r: "")
+    cfg = config(**{"sampling.logprobs": 5, "solve.reps": 5, "solve.workers": 1,
+                    "stop.confidence_warmup": 2, "stop.confidence_window": 8, "stop.confidence_percentile": 10})
+    logged = []
+    result = run(ProblemSolver(cfg, engine, ScriptedSandbox(printed("")), on_repetition=logged.append)
+                 .solve(PROBLEM))
+    by_index = {r.index: r for r in logged}
+    assert [by_index[i].status for i in range(5)] == ["done", "done", "filtered", "filtered", "filtered"]
+    assert all(by_index[i].generated_tokens < 41 for i in (2, 3, 4))  # cut while streaming
+    assert by_index[0].turns[0].confidence == pytest.approx(5.0)
+    assert result.votes == {"8": 2.0}
