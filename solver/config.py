@@ -121,11 +121,11 @@ class StopConfig:
 @dataclass(frozen=True)
 class SolveConfig:
     reps: int = 8  # repetitions per problem at most
-    workers: int = 8  # repetitions in flight per problem
+    workers: int = 8  # repetitions in flight per problem; 0 = auto (keep the engine's batch full)
 
     def __post_init__(self) -> None:
         _check(self.reps > 0, "solve.reps must be > 0")
-        _check(self.workers > 0, "solve.workers must be > 0")
+        _check(self.workers >= 0, "solve.workers must be >= 0 (0 = auto)")
 
 
 @dataclass(frozen=True)

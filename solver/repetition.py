@@ -59,6 +59,19 @@ class _Stream:
     parts: list[str] = field(default_factory=list)  # text pieces as they stream
 
 
+@dataclass
+class Activity:
+    """How many of a problem's repetitions are running code right now (so are not in the engine); adaptive
+    workers launch another repetition when one leaves the engine for the sandbox."""
+
+    executing: int = 0
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def move(self, step: int) -> None:
+        self.executing += step
+        self.changed.set()
+
+
 class ConfidenceWindow:
     """Sliding mean of token confidences over ``size`` tokens; tracks the lowest full-window mean (DeepConf)."""
 
@@ -112,7 +125,8 @@ async def _generate(engine: Engine, request: GenerationRequest, out: _Stream, *,
 
 async def run_repetition(problem: Problem, index: int, *, engine: Engine, sandbox: Sandbox,
                          prompt: PromptBuilder, config: Config,
-                         confidence_floor: Callable[[], float | None] = lambda: None) -> Repetition:
+                         confidence_floor: Callable[[], float | None] = lambda: None,
+                         activity: Activity | None = None) -> Repetition:
     """Run one repetition to its end (or until cancelled) and return its record; never raises for run faults."""
     sampling, rules = config.sampling, config.answers
     seed = repetition_seed(sampling.seed, problem.id, index)
@@ -183,7 +197,13 @@ async def run_repetition(problem: Problem, index: int, *, engine: Engine, sandbo
                 break
             program = compose_program(accepted_code, code, config.sandbox.code_mode)
             turns.append(turn)  # recorded before the run, so a cancel during execution keeps this turn
-            execution = await sandbox.run(program)
+            if activity is not None:
+                activity.move(+1)
+            try:
+                execution = await sandbox.run(program)
+            finally:
+                if activity is not None:
+                    activity.move(-1)
             turns.pop()
             if execution.status == "ok":
                 accepted_code.append(code)

@@ -17,7 +17,7 @@ from solver.answers import is_correct
 from solver.clock import SystemClock, remaining
 from solver.config import Config
 from solver.prompts import PromptBuilder, Template
-from solver.repetition import run_repetition
+from solver.repetition import Activity, run_repetition
 from solver.stopping import confidence_threshold, make_stopper, stop_reason
 from solver.types import Clock, Engine, Problem, ProblemResult, Repetition, Sandbox, VoteState
 from solver.voting import decide, make_voter
@@ -91,6 +91,17 @@ class ProblemSolver:
         def leader() -> str | None:
             return decide(self.voter, ballots, "") or None if ballots else None
 
+        activity = Activity()
+        auto = cfg.solve.workers == 0
+        capacity = self.engine_capacity()
+
+        def may_launch(in_flight: int) -> bool:
+            """Fixed W, or (auto) while the engine has a free batch slot: repetitions running code are not
+            in the engine, so others are launched to take their place."""
+            if not auto:
+                return in_flight < cfg.solve.workers
+            return in_flight - activity.executing < capacity
+
         pending: dict[asyncio.Task[Repetition], int] = {}
         launched = len(finished)
         stopped_by: str | None = "max_reps" if launched >= target else None
@@ -102,18 +113,28 @@ class ProblemSolver:
                 if deadline is not None and self.clock.now() >= deadline:
                     stopped_by = "deadline"
                     break
-                while len(pending) < cfg.solve.workers and launched < target:
+                while launched < target and may_launch(len(pending)):
                     index = next(free_indices)
                     task = asyncio.create_task(run_repetition(
                         problem, index, engine=self.engine, sandbox=self.sandbox, prompt=self.prompt,
-                        config=cfg, confidence_floor=floor), name=f"{problem.id}-r{index}")
+                        config=cfg, confidence_floor=floor, activity=activity), name=f"{problem.id}-r{index}")
                     pending[task] = index
                     launched += 1
                 if not pending:
                     stopped_by = "max_reps"
                     break
-                ready, _ = await asyncio.wait(pending, timeout=remaining(self.clock, deadline),
-                                              return_when=asyncio.FIRST_COMPLETED)
+                activity.changed.clear()
+                waiting: set[asyncio.Future[object]] = set(pending)
+                wake = asyncio.ensure_future(activity.changed.wait()) if auto else None
+                if wake is not None:
+                    waiting.add(wake)
+                try:
+                    done_now, _ = await asyncio.wait(waiting, timeout=remaining(self.clock, deadline),
+                                                     return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    if wake is not None:
+                        wake.cancel()
+                ready = [t for t in done_now if t in pending]
                 for task in ready:
                     pending.pop(task)
                     rep = task.result()
@@ -138,6 +159,14 @@ class ProblemSolver:
                  stopped_by, self.clock.now() - started)
         self.on_event(SolveEvent("end", problem.id, len(finished), launched, target, answer, result))
         return result
+
+    def engine_capacity(self) -> int:
+        """Sequences the engine batches at once: its own ``capacity`` if it has one, else vLLM's
+        ``max_num_seqs`` from the engine arguments, else 64."""
+        capacity = getattr(self.engine, "capacity", None)
+        if isinstance(capacity, int) and capacity > 0:
+            return capacity
+        return int(self.config.engine.args.get("max_num_seqs", 64))
 
     async def _cancel(self, pending: dict[asyncio.Task[Repetition], int]) -> None:
         """Cancel what is still running and log its partial repetitions as cancelled."""

@@ -193,3 +193,24 @@ def test_scripted_engine_confidence_filter_cuts_unsure_repetitions_after_warmup(
     assert all(by_index[i].generated_tokens < 41 for i in (2, 3, 4))  # cut while streaming
     assert by_index[0].turns[0].confidence == pytest.approx(5.0)
     assert result.votes == {"8": 2.0}
+
+
+def test_scripted_engine_auto_workers_fill_engine_slots_while_code_runs():
+    """Auto workers launch another repetition whenever one leaves the engine to run code."""
+    def script(req):
+        return "```python\nprint(8)\n```\n" if req.turn == 0 else "\\boxed{8}"
+
+    def started_before_first_finish(workers: int) -> int:
+        engine = ScriptedEngine(script)
+        engine.capacity = 2  # the batch this engine double says it can hold
+        finished_at = []
+        sandbox = ScriptedSandbox(printed("8"), delay_s=0.2)
+        cfg = config(**{"solve.reps": 6, "solve.workers": workers})
+        solver = ProblemSolver(cfg, engine, sandbox, on_repetition=lambda r: finished_at.append(len(engine.requests)))
+        result = run(solver.solve(PROBLEM))
+        assert result.repetitions == 6 and result.answer == "8"
+        first_turns = [r for r in engine.requests[: finished_at[0]] if r.turn == 0]
+        return len(first_turns)
+
+    assert started_before_first_finish(2) == 2
+    assert started_before_first_finish(0) == 6

@@ -16,6 +16,19 @@ EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
 
 
+def _workers(value: str) -> int:
+    """``auto`` -> 0 (the config's spelling of adaptive workers), else a positive whole number."""
+    if value == "auto":
+        return 0
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or 'auto', got {value!r}") from None
+    if number <= 0:
+        raise argparse.ArgumentTypeError("must be > 0, or 'auto'")
+    return number
+
+
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """Flags shared by every command that builds a config (solve, sweep, kaggle-local)."""
     parser.add_argument("--preset", default=None, help="config preset: tiny (CPU), t4x2, h100 (default tiny)")
@@ -28,7 +41,8 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--from", dest="replay_from", action="append", default=None, metavar="RUN_DIR",
                         help="run directory to replay (with --engine replay)")
     parser.add_argument("--reps", type=int, default=None, help="repetitions per problem at most")
-    parser.add_argument("--workers", type=int, default=None, help="repetitions in flight per problem")
+    parser.add_argument("--workers", type=_workers, default=None,
+                        help="repetitions in flight per problem, or 'auto' to keep the engine's batch full")
     parser.add_argument("--max-tokens", type=int, default=None, help="max new tokens per engine request")
     parser.add_argument("--temperature", type=float, default=None)
     parser.add_argument("--seed", type=int, default=None)
