@@ -1,0 +1,139 @@
+"""``solver serve [--model PATH] [--gpus N] [--port 8000] [-- extra vllm args]``: start vLLM OpenAI-compatible
+servers (one per GPU, one on a CPU-only machine), print their endpoints, and stop them all on Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+EXIT_BAD_INPUT = 2
+EXIT_FAILED = 1
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "serve", help="start vLLM OpenAI-compatible servers for --engine openai",
+        description="Start one vLLM OpenAI-compatible server per visible GPU (one on a CPU-only machine) with "
+                    "the config's engine arguments; arguments after -- go to every server unchanged.")
+    parser.add_argument("vllm_args", nargs="*", metavar="-- VLLM_ARGS", help="extra vLLM server flags, after --")
+    parser.add_argument("--preset", default=None, help="config preset: tiny (CPU), t4x2, h100 (default tiny)")
+    parser.add_argument("--config", dest="config_file", default=None, help="a YAML file layered on the preset")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config key, e.g. --set engine.args.max_num_seqs=32")
+    parser.add_argument("--model", default=None, help="model path or hub id (default: the embedded tiny model)")
+    parser.add_argument("--gpus", type=int, default=None,
+                        help="GPUs to use, from the visible ones (default: all; ignored on a CPU-only machine)")
+    parser.add_argument("--servers", type=int, default=None,
+                        help="servers to start (default: one per GPU or GPU group; 1 on CPU)")
+    parser.add_argument("--port", type=int, default=8000, help="port of the first server; the others follow")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default loopback only)")
+    parser.add_argument("--log-dir", type=Path, default=None, help="server logs (default: a new temp dir)")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the servers to start")
+    parser.set_defaults(func=run)
+
+
+def _fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
+    print(f"solver: error: {message}", file=sys.stderr)
+    return code
+
+
+def _config(args: argparse.Namespace) -> Any:
+    import yaml
+
+    from solver.config import ConfigError, load_config
+
+    overrides: dict[str, Any] = {}
+    for item in args.overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        try:
+            overrides[key] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--set {key}: cannot parse {value!r}") from exc
+    if args.model is not None:
+        overrides["engine.model"] = args.model
+    return load_config(args.preset or "tiny", args.config_file, overrides)
+
+
+class _Stop(Exception):
+    """SIGTERM arrived: leave the wait loop and stop the servers."""
+
+
+def _on_term(signum: int, frame: FrameType | None) -> None:
+    raise _Stop
+
+
+def run(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from solver.config import ConfigError
+    from solver.serve import LaunchError, ServerGroup, plan_servers, visible_gpus
+    from solver.tiny_model import ModelError, resolve_model
+
+    if not 0 < args.port < 65536:
+        return _fail(f"--port {args.port} is not a port number")
+    try:
+        config = _config(args)
+        model = resolve_model(config.engine.model)
+        gpus = visible_gpus()
+        if args.gpus is not None:
+            if args.gpus < 1 or (gpus and args.gpus > len(gpus)):
+                return _fail(f"--gpus {args.gpus}: {len(gpus)} GPU(s) visible")
+            gpus = gpus[: args.gpus]
+        if args.port + (args.servers or max(1, len(gpus))) > 65536:
+            return _fail(f"--port {args.port} leaves no room for the servers' ports")
+        specs = plan_servers(config, model, servers=args.servers, gpus=gpus, base_port=args.port,
+                             host=args.host, extra_args=args.vllm_args)
+    except (ConfigError, ModelError, LaunchError) as exc:
+        return _fail(str(exc).splitlines()[0])
+
+    log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix="solver-serve-"))
+    group = ServerGroup(specs, log_dir)
+    previous = signal.signal(signal.SIGTERM, _on_term)
+    try:
+        where = ", ".join(f"port {s.port}" + (f" on GPU {s.devices}" if s.devices else " on CPU") for s in specs)
+        print(f"starting {len(specs)} server(s) for {model}: {where}; logs in {log_dir}", file=sys.stderr)
+        group.start()
+        group.wait_ready(args.timeout)
+        print("ready; endpoints:")
+        for url in group.urls:
+            print(url)
+        flags = " ".join(f"--endpoint {u}" for u in group.urls)
+        print(f"use: solver solve DATA --engine openai {flags} --out RUN_DIR   (Ctrl-C stops the servers)",
+              file=sys.stderr, flush=True)
+        return _watch(group)
+    except LaunchError as exc:
+        return _fail(str(exc).splitlines()[0], EXIT_FAILED)
+    except (KeyboardInterrupt, _Stop):
+        print("stopping the servers", file=sys.stderr)
+        return 0
+    finally:
+        # A second Ctrl-C or SIGTERM must not interrupt the shutdown half-way and leave servers behind.
+        previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        try:
+            group.stop()
+        finally:
+            signal.signal(signal.SIGINT, previous_int)
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _watch(group: Any, poll_s: float = 2.0) -> int:
+    """Serve until interrupted; a server that dies is reported, and the command ends when none is left."""
+    reported: set[int] = set()
+    while True:
+        alive = {s.port for s in group.alive()}
+        for spec in group.specs:
+            if spec.port not in alive and spec.port not in reported:
+                reported.add(spec.port)
+                print(f"solver: server on port {spec.port} exited (log in {group.log_dir})", file=sys.stderr)
+        if not alive:
+            return _fail("every server has exited", EXIT_FAILED)
+        time.sleep(poll_s)
