@@ -122,10 +122,12 @@ class StopConfig:
 class SolveConfig:
     reps: int = 8  # repetitions per problem at most
     workers: int = 8  # repetitions in flight per problem; 0 = auto (keep the engine's batch full)
+    parallel_problems: int = 1  # problems solved at once; 1 = one at a time (Kaggle), more for validation runs
 
     def __post_init__(self) -> None:
         _check(self.reps > 0, "solve.reps must be > 0")
         _check(self.workers >= 0, "solve.workers must be >= 0 (0 = auto)")
+        _check(self.parallel_problems >= 1, "solve.parallel_problems must be >= 1")
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ atomically (temp file + rename) so a crash never leaves them half-written.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import csv
 import io
 import os
@@ -18,8 +20,8 @@ from solver.budget import BudgetManager
 from solver.clock import SystemClock
 from solver.config import Config, ConfigError
 from solver.runlog import RunLog
-from solver.solve import Session, SolveEvent
-from solver.types import Clock, Problem, ProblemResult
+from solver.solve import ProblemSolver, Session, SolveEvent
+from solver.types import Clock, Engine, Problem, ProblemResult, Sandbox
 
 
 def check_runnable(config: Config) -> None:
@@ -42,6 +44,8 @@ def check_runnable(config: Config) -> None:
         resolve_model(config.engine.model)  # a missing model path fails here
     if config.engine.name == "openai" and not config.engine.endpoints:
         raise ConfigError("the openai engine needs at least one --endpoint URL")
+    if config.solve.parallel_problems > 1 and (config.budget.total_s or config.budget.cutoff_s):
+        raise ConfigError("a time budget needs solve.parallel_problems = 1 (problems arrive one at a time)")
     if config.engine.name == "replay" and not config.engine.replay_from:
         raise ConfigError("the replay engine needs --from RUN_DIR")
 
@@ -85,9 +89,13 @@ def summary_markdown(problems: Sequence[Problem], results: Sequence[ProblemResul
 
 
 async def solve_run(config: Config, problems: Sequence[Problem], run_dir: Path, *, resume: bool = False,
-                    clock: Clock | None = None,
-                    on_event: Callable[[SolveEvent], None] | None = None) -> list[ProblemResult]:
-    """Solve every problem in order, logging each repetition as it finishes; ``resume`` keeps what the log has."""
+                    clock: Clock | None = None, on_event: Callable[[SolveEvent], None] | None = None,
+                    engine: Engine | None = None, sandbox: Sandbox | None = None) -> list[ProblemResult]:
+    """Solve every problem, logging each repetition as it finishes; ``resume`` keeps what the log has.
+
+    ``engine`` and ``sandbox``, when given, are used as they are and left open (a sweep reuses one engine
+    across runs); otherwise the run builds its own from the config and closes them at the end.
+    """
     clock = clock or SystemClock()
     if resume:
         log, _ = RunLog.resume(run_dir)
@@ -100,17 +108,35 @@ async def solve_run(config: Config, problems: Sequence[Problem], run_dir: Path, 
                 log.append_problem(problem)
         budget = BudgetManager(config.budget, clock) if config.budget.total_s or config.budget.cutoff_s else None
         results: dict[str, ProblemResult] = dict(log.results())
-        async with Session(config, clock=clock, on_repetition=log.append, on_event=on_event) as session:
-            for problem in problems:
-                if problem.id in results:
-                    continue
-                deadline = budget.next_deadline() if budget is not None else None
-                result = await session.solver.solve(problem, deadline=deadline,
-                                                    done=log.completed().get(problem.id, []))
-                if budget is not None:
-                    budget.finish_problem()
-                log.append_result(result)
-                results[problem.id] = result
+        todo = [p for p in problems if p.id not in results]
+        async with contextlib.AsyncExitStack() as stack:
+            if engine is not None and sandbox is not None:
+                solver = ProblemSolver(config, engine, sandbox, clock=clock, on_repetition=log.append,
+                                       on_event=on_event)
+            else:
+                session = Session(config, clock=clock, on_repetition=log.append, on_event=on_event)
+                solver = (await stack.enter_async_context(session)).solver
+            if config.solve.parallel_problems == 1:
+                for problem in todo:  # one at a time, as the Kaggle gateway serves them
+                    deadline = budget.next_deadline() if budget is not None else None
+                    result = await solver.solve(problem, deadline=deadline,
+                                                done=log.completed().get(problem.id, []))
+                    if budget is not None:
+                        budget.finish_problem()
+                    log.append_result(result)
+                    results[problem.id] = result
+            else:
+                # Validation runs: several problems share the engine, so one problem's tail (its last slow
+                # repetitions) does not leave the batch half empty.
+                gate = asyncio.Semaphore(config.solve.parallel_problems)
+
+                async def one(problem: Problem) -> None:
+                    async with gate:
+                        result = await solver.solve(problem, done=log.completed().get(problem.id, []))
+                        log.append_result(result)
+                        results[problem.id] = result
+
+                await asyncio.gather(*(one(p) for p in todo))
         ordered = [results[p.id] for p in problems if p.id in results]
         write_atomic(run_dir / "answers.csv", answers_csv(ordered))
         write_atomic(run_dir / "report.md", summary_markdown(problems, ordered))

@@ -214,3 +214,23 @@ def test_scripted_engine_auto_workers_fill_engine_slots_while_code_runs():
 
     assert started_before_first_finish(2) == 2
     assert started_before_first_finish(0) == 6
+
+
+@pytest.mark.parametrize("parallel", [1, 3])
+def test_scripted_engine_run_writes_log_answers_and_report(tmp_path, parallel):
+    from solver.run import solve_run
+    from solver.runlog import read_log
+
+    problems = [Problem(f"p{i}", f"What is {i} + {i}?", answer=str(2 * i)) for i in range(3)]
+    engine = ScriptedEngine(lambda req: f"\\boxed{{{2 * int(req.problem_id[1:])}}}", delay_s=0.002)
+    cfg = config(**{"solve.reps": 3, "solve.workers": 2, "solve.parallel_problems": parallel})
+    results = run(solve_run(cfg, problems, tmp_path / "run", engine=engine,
+                            sandbox=ScriptedSandbox(printed(""))))
+    assert [r.problem_id for r in results] == ["p0", "p1", "p2"] and all(r.correct for r in results)
+    assert (tmp_path / "run" / "answers.csv").read_text() == "id,answer\np0,0\np1,2\np2,4\n"
+    assert "Accuracy: 3/3" in (tmp_path / "run" / "report.md").read_text()
+    records = read_log(tmp_path / "run")
+    assert len(records.repetitions) == 9 and len(records.results) == 3 and len(records.problems) == 3
+    if parallel > 1:  # the problems shared the engine: requests of several problems interleaved
+        order = [r.problem_id for r in engine.requests]
+        assert order != sorted(order)

@@ -43,6 +43,8 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reps", type=int, default=None, help="repetitions per problem at most")
     parser.add_argument("--workers", type=_workers, default=None,
                         help="repetitions in flight per problem, or 'auto' to keep the engine's batch full")
+    parser.add_argument("--parallel-problems", type=int, default=None,
+                        help="problems solved at once (default 1, as on Kaggle; more keeps the engine busier)")
     parser.add_argument("--max-tokens", type=int, default=None, help="max new tokens per engine request")
     parser.add_argument("--temperature", type=float, default=None)
     parser.add_argument("--seed", type=int, default=None)
@@ -66,6 +68,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
     flags = {
         "engine.model": args.model, "engine.name": args.engine, "engine.endpoints": args.endpoint,
         "engine.replay_from": args.replay_from, "solve.reps": args.reps, "solve.workers": args.workers,
+        "solve.parallel_problems": args.parallel_problems,
         "sampling.max_tokens": args.max_tokens, "sampling.temperature": args.temperature,
         "sampling.seed": args.seed, "vote.voter": args.voter,
         "stop.stoppers": args.stopper.split(",") if args.stopper else None,
