@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from solver.commands.solve import EXIT_BAD_INPUT, EXIT_FAILED, add_config_arguments
+from solver.commands.common import EXIT_FAILED, add_config_arguments, config_from_args, fail
 
 # Light imports only at module level: the CLI imports every command to build its parser.
 
@@ -239,13 +239,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.set_defaults(func=run)
 
 
-def _fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
-    print(f"solver: error: {message}", file=sys.stderr)
-    return code
-
-
 def run(args: argparse.Namespace) -> int:
-    from solver.commands.solve import config_from_args
     from solver.config import ConfigError
     from solver.datasets import DatasetError, load_problems
     from solver.kaggle import KagglePredictor, competition
@@ -264,7 +258,7 @@ def run(args: argparse.Namespace) -> int:
             resolve_model(config.engine.model)  # a missing model fails here, before OUT exists
         config = config.replace({"budget.problems": len(problems)})
     except (ConfigError, DatasetError, ModelError) as exc:
-        return _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        return fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
     predictor = KagglePredictor(config, comp, run_dir=out / "run", total_s=args.time_limit)
     try:
@@ -273,7 +267,7 @@ def run(args: argparse.Namespace) -> int:
             rehearsal = rehearse(predictor, args.data, out, comp=comp, seed=config.sampling.seed,
                                  limit=args.limit, total_limit_s=predictor.config.budget.total_s)
     except KeyboardInterrupt:
-        return _fail("interrupted", 130)
+        return fail("interrupted", 130)
     finally:
         predictor.close()
     print(report_markdown(rehearsal), end="")

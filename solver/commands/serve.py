@@ -12,8 +12,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-EXIT_BAD_INPUT = 2
-EXIT_FAILED = 1
+from solver.commands.common import EXIT_FAILED, add_base_config_arguments, config_from_args, fail
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -22,11 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         description="Start one vLLM OpenAI-compatible server per visible GPU (one on a CPU-only machine) with "
                     "the config's engine arguments; arguments after -- go to every server unchanged.")
     parser.add_argument("vllm_args", nargs="*", metavar="-- VLLM_ARGS", help="extra vLLM server flags, after --")
-    parser.add_argument("--preset", default=None, help="config preset: tiny (CPU), t4x2, h100 (default tiny)")
-    parser.add_argument("--config", dest="config_file", default=None, help="a YAML file layered on the preset")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a config key, e.g. --set engine.args.max_num_seqs=32")
-    parser.add_argument("--model", default=None, help="model path or hub id (default: the embedded tiny model)")
+    add_base_config_arguments(parser, engines=False)
     parser.add_argument("--gpus", type=int, default=None,
                         help="GPUs to use, from the visible ones (default: all; ignored on a CPU-only machine)")
     parser.add_argument("--servers", type=int, default=None,
@@ -36,30 +31,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--log-dir", type=Path, default=None, help="server logs (default: a new temp dir)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the servers to start")
     parser.set_defaults(func=run)
-
-
-def _fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
-    print(f"solver: error: {message}", file=sys.stderr)
-    return code
-
-
-def _config(args: argparse.Namespace) -> Any:
-    import yaml
-
-    from solver.config import ConfigError, load_config
-
-    overrides: dict[str, Any] = {}
-    for item in args.overrides:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
-        try:
-            overrides[key] = yaml.safe_load(value)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"--set {key}: cannot parse {value!r}") from exc
-    if args.model is not None:
-        overrides["engine.model"] = args.model
-    return load_config(args.preset or "tiny", args.config_file, overrides)
 
 
 class _Stop(Exception):
@@ -78,21 +49,21 @@ def run(args: argparse.Namespace) -> int:
     from solver.tiny_model import ModelError, resolve_model
 
     if not 0 < args.port < 65536:
-        return _fail(f"--port {args.port} is not a port number")
+        return fail(f"--port {args.port} is not a port number")
     try:
-        config = _config(args)
+        config = config_from_args(args)
         model = resolve_model(config.engine.model)
         gpus = visible_gpus()
         if args.gpus is not None:
             if args.gpus < 1 or (gpus and args.gpus > len(gpus)):
-                return _fail(f"--gpus {args.gpus}: {len(gpus)} GPU(s) visible")
+                return fail(f"--gpus {args.gpus}: {len(gpus)} GPU(s) visible")
             gpus = gpus[: args.gpus]
         if args.port + (args.servers or max(1, len(gpus))) > 65536:
-            return _fail(f"--port {args.port} leaves no room for the servers' ports")
+            return fail(f"--port {args.port} leaves no room for the servers' ports")
         specs = plan_servers(config, model, servers=args.servers, gpus=gpus, base_port=args.port,
                              host=args.host, extra_args=args.vllm_args)
     except (ConfigError, ModelError, LaunchError) as exc:
-        return _fail(str(exc).splitlines()[0])
+        return fail(str(exc).splitlines()[0])
 
     log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix="solver-serve-"))
     group = ServerGroup(specs, log_dir)
@@ -110,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr, flush=True)
         return _watch(group)
     except LaunchError as exc:
-        return _fail(str(exc).splitlines()[0], EXIT_FAILED)
+        return fail(str(exc).splitlines()[0], EXIT_FAILED)
     except (KeyboardInterrupt, _Stop):
         print("stopping the servers", file=sys.stderr)
         return 0
@@ -135,5 +106,5 @@ def _watch(group: Any, poll_s: float = 2.0) -> int:
                 reported.add(spec.port)
                 print(f"solver: server on port {spec.port} exited (log in {group.log_dir})", file=sys.stderr)
         if not alive:
-            return _fail("every server has exited", EXIT_FAILED)
+            return fail("every server has exited", EXIT_FAILED)
         time.sleep(poll_s)

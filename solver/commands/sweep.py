@@ -8,8 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-EXIT_BAD_INPUT = 2
-EXIT_FAILED = 1
+from solver.commands.common import EXIT_FAILED, add_base_config_arguments, fail, flag_overrides, parse_overrides
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -35,28 +34,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--jobs", type=int, default=None, help="processes for the offline replay (default 1)")
     parser.add_argument("--offline", action="store_true",
                         help="generate nothing: analyse the runs already in OUT/runs")
-    parser.add_argument("--preset", default=None, help="config preset (default tiny)")
-    parser.add_argument("--config", dest="config_file", default=None, help="a YAML file layered on the preset")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override any config key, e.g. --set sampling.max_tokens=64 (value parsed as YAML)")
-    parser.add_argument("--model", default=None, help="model path or hub id (default: the embedded tiny model)")
-    parser.add_argument("--engine", default=None, help="engine backend: vllm, openai, replay")
-    parser.add_argument("--endpoint", action="append", default=None, help="OpenAI-compatible server base URL")
-    parser.add_argument("--from", dest="replay_from", action="append", default=None, metavar="RUN_DIR",
-                        help="run directory to replay (with --engine replay)")
+    add_base_config_arguments(parser)
     parser.set_defaults(func=run)
-
-
-def _fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
-    print(f"solver: error: {message}", file=sys.stderr)
-    return code
 
 
 def spec_data(args: argparse.Namespace) -> dict[str, Any]:
     """The spec file's mapping with the command-line flags layered on top."""
-    import yaml
-
-    from solver.config import ConfigError
     from solver.sweep import load_spec
 
     data: dict[str, Any] = load_spec(args.spec) if args.spec is not None else {}
@@ -66,17 +49,9 @@ def spec_data(args: argparse.Namespace) -> dict[str, Any]:
              "config": args.config_file}
     data.update({k: v for k, v in flags.items() if v is not None})
     overrides = dict(data.get("set") or {})
-    for item in args.overrides:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
-        try:
-            overrides[key] = yaml.safe_load(value)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"--set {key}: cannot parse {value!r}") from exc
-    engine_flags = {"engine.model": args.model, "engine.name": args.engine, "engine.endpoints": args.endpoint,
-                    "engine.replay_from": args.replay_from}
-    overrides.update({k: v for k, v in engine_flags.items() if v is not None})
+    overrides.update(parse_overrides(args.overrides))
+    # Only the engine flags: the grid's own flags (--reps 4,8 ...) are lists, read by the spec above.
+    overrides.update({k: v for k, v in flag_overrides(args).items() if k.startswith("engine.")})
     data["set"] = overrides
     return data
 
@@ -99,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.offline and base.engine.name == "vllm":
             resolve_model(base.engine.model)  # a missing model fails here, before anything is written
     except (SweepError, ConfigError, DatasetError, LogError, ModelError) as exc:
-        return _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        return fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
     from solver.progress import LiveProgress
 
@@ -112,13 +87,13 @@ def run(args: argparse.Namespace) -> int:
             df = run_sweep(spec, base, problems, args.out, generate_runs=not args.offline, on_event=progress,
                            on_run=announce)
     except (SweepError, ConfigError, LogError, ModelError) as exc:
-        return _fail(str(exc).splitlines()[0])
+        return fail(str(exc).splitlines()[0])
     except KeyboardInterrupt:
         print(f"solver: interrupted; run the same sweep again to continue ({len(runs)} runs in {args.out}/runs)",
               file=sys.stderr)
         return 130
     except Exception as exc:  # the engine or a run failed: one line, exit 1 (finished runs stay for reuse)
-        return _fail(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", EXIT_FAILED)
+        return fail(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", EXIT_FAILED)
     best = df.sort_values(["accuracy", "runtime_s"], ascending=[False, True]).iloc[0]
     if math.isnan(best["accuracy"]):
         print(f"{len(df)} settings; no reference answers, so no accuracy")

@@ -1,0 +1,104 @@
+"""What the subcommands share: exit codes, the one-line error, and the flags that build a config."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+EXIT_FAILED = 1  # the run failed
+EXIT_BAD_INPUT = 2  # usage, data, config or model path
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
+    print(f"solver: error: {message}", file=sys.stderr)
+    return code
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def workers_value(value: str) -> int:
+    """``auto`` -> 0 (the config's spelling of adaptive workers), else a positive whole number."""
+    if value == "auto":
+        return 0
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or 'auto', got {value!r}") from None
+    if number <= 0:
+        raise argparse.ArgumentTypeError("must be > 0, or 'auto'")
+    return number
+
+
+def add_base_config_arguments(parser: argparse.ArgumentParser, *, engines: bool = True) -> None:
+    """--preset, --config, --set and --model; with ``engines`` also --engine, --endpoint and --from."""
+    parser.add_argument("--preset", default=None, help="config preset: tiny (CPU), t4x2, h100 (default tiny)")
+    parser.add_argument("--config", dest="config_file", default=None, help="a YAML file layered on the preset")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override any config key, e.g. --set sampling.top_p=0.95 (value parsed as YAML)")
+    parser.add_argument("--model", default=None, help="model path or hub id (default: the embedded tiny model)")
+    if engines:
+        parser.add_argument("--engine", default=None, help="engine backend: vllm, openai, replay")
+        parser.add_argument("--endpoint", action="append", default=None, help="OpenAI-compatible server base URL")
+        parser.add_argument("--from", dest="replay_from", action="append", default=None, metavar="RUN_DIR",
+                            help="run directory to replay (with --engine replay)")
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """The base flags plus the single-setting ones (solve, kaggle-local)."""
+    add_base_config_arguments(parser)
+    parser.add_argument("--reps", type=int, default=None, help="repetitions per problem at most")
+    parser.add_argument("--workers", type=workers_value, default=None,
+                        help="repetitions in flight per problem, or 'auto' to keep the engine's batch full")
+    parser.add_argument("--parallel-problems", type=int, default=None,
+                        help="problems solved at once (default 1, as on Kaggle; more keeps the engine busier)")
+    parser.add_argument("--max-tokens", type=int, default=None, help="max new tokens per engine request")
+    parser.add_argument("--temperature", type=float, default=None)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--voter", default=None, help="voting policy name")
+    parser.add_argument("--stopper", default=None, help="stopping policies, comma separated, e.g. beta,esc:5")
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``--set KEY=VALUE`` items as dotted overrides, values parsed as YAML; ConfigError on a bad item."""
+    import yaml
+
+    from solver.config import ConfigError
+
+    overrides: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        try:
+            overrides[key] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--set {key}: cannot parse {value!r}") from exc
+    return overrides
+
+
+def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The dotted config keys the flags present on ``args`` set (absent or unset flags set nothing)."""
+    stopper = getattr(args, "stopper", None)
+    flags = {
+        "engine.model": getattr(args, "model", None), "engine.name": getattr(args, "engine", None),
+        "engine.endpoints": getattr(args, "endpoint", None), "engine.replay_from": getattr(args, "replay_from", None),
+        "solve.reps": getattr(args, "reps", None), "solve.workers": getattr(args, "workers", None),
+        "solve.parallel_problems": getattr(args, "parallel_problems", None),
+        "sampling.max_tokens": getattr(args, "max_tokens", None),
+        "sampling.temperature": getattr(args, "temperature", None), "sampling.seed": getattr(args, "seed", None),
+        "vote.voter": getattr(args, "voter", None), "stop.stoppers": stopper.split(",") if stopper else None,
+    }
+    return {k: v for k, v in flags.items() if v is not None}
+
+
+def config_from_args(args: argparse.Namespace) -> Any:
+    """The validated config from preset + file + --set + flags; raises ConfigError with a one-line message."""
+    from solver.config import load_config
+
+    overrides = parse_overrides(args.overrides)
+    overrides.update(flag_overrides(args))
+    return load_config(args.preset or "tiny", args.config_file, overrides)
