@@ -68,6 +68,8 @@ class SandboxConfig:
     memory_mb: int = 2048  # address-space cap per snippet
     output_bytes: int = 16384  # captured stdout/stderr per snippet; the rest is discarded while it streams
     preamble: str = "import math\nimport numpy as np\nimport sympy as sp\n"
+    disk_mb: int = 64  # private working-directory size per snippet (tmpfs where namespaces hold)
+    namespaces: bool = True  # pid/net/mount namespaces per snippet where the OS allows them
     code_mode: Literal["newest", "accumulate"] = "newest"
     repl: bool = True  # show the value of a final bare expression, like a REPL
 
@@ -75,6 +77,7 @@ class SandboxConfig:
         _check(self.workers >= 0, "sandbox.workers must be >= 0")
         _check(self.timeout_s > 0, "sandbox.timeout_s must be > 0")
         _check(self.memory_mb >= 64, "sandbox.memory_mb must be >= 64")
+        _check(self.disk_mb >= 1, "sandbox.disk_mb must be >= 1")
         _check(self.code_mode in ("newest", "accumulate"), "sandbox.code_mode must be newest or accumulate")
 
 
