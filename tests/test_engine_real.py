@@ -104,12 +104,14 @@ class CapFirstRepetition:
         return None
 
 
-def test_real_engine_early_stop_aborts_in_flight_and_engine_stays_usable(engine_loop, tiny_config):
+def test_real_engine_early_stop_aborts_in_flight_and_engine_stays_usable(engine_loop, tiny_config, monkeypatch):
     from solver.sandbox import create_sandbox
     from solver.solve import ProblemSolver
 
     loop, engine = engine_loop
-    STOPPERS.register("first_finished")(lambda param=None: Policy("first_finished", lambda s: s.finished >= 1))
+    # A rule for this test only (restored afterwards): stop as soon as one repetition has finished.
+    monkeypatch.setitem(STOPPERS._factories, "first_finished",
+                        lambda param=None: Policy("first_finished", lambda s: s.finished >= 1))
     config = tiny_config.replace({"solve.reps": 4, "solve.workers": 4, "sampling.max_tokens": 400,
                                   "sampling.max_total_tokens": 400, "sampling.max_turns": 1,
                                   "stop.stoppers": ["first_finished"]})
