@@ -33,6 +33,12 @@ class EngineConfig:
     endpoints: tuple[str, ...] = ()  # base URLs for the openai engine
     replay_from: tuple[str, ...] = ()  # run dirs for the replay engine
     replay_tokens_per_s: float | None = None  # replay timing model: None = recorded durations
+    replay_time_scale: float = 1.0  # replay speed: 1 = recorded time, 0 = instant
+
+    def __post_init__(self) -> None:
+        _check(self.replay_time_scale >= 0, "engine.replay_time_scale must be >= 0 (1 = recorded, 0 = instant)")
+        _check(self.replay_tokens_per_s is None or self.replay_tokens_per_s > 0,
+               "engine.replay_tokens_per_s must be > 0 or null")
 
 
 @dataclass(frozen=True)

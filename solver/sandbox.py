@@ -416,8 +416,11 @@ class ProcessPoolSandbox:
             captures = [out, err, report]
             late = False
             try:
-                await asyncio.wait_for(self._settle(flight, out, err, report), timeout_s + RETURN_SLACK_S)
-            except asyncio.TimeoutError:
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that lands just as the
+                # snippet finishes, and the cancelled repetition would then run on.
+                async with asyncio.timeout(timeout_s + RETURN_SLACK_S):
+                    await self._settle(flight, out, err, report)
+            except TimeoutError:
                 # Past the limit and not yet reaped (a big tree takes the kernel seconds to tear down): answer
                 # now; the slot stays taken until the template reports the end.
                 late = True

@@ -148,7 +148,12 @@ class ProblemSolver:
                 if ready:
                     stopped_by = stop_reason(stopper, state())
         finally:
-            await self._cancel(pending)
+            late = await self._cancel(pending)
+        for rep in late:  # finished in the instant between the stop and its cancel: it counts as it ended
+            if rep.status != "cancelled":
+                finished.append(rep)
+                if rep.votes:
+                    ballots.append(self.voter.ballot(rep))
         answer = decide(self.voter, ballots, cfg.answers.default)
         correct = is_correct(answer, problem.answer, cfg.answers) if problem.answer is not None else None
         result = ProblemResult(
@@ -168,18 +173,22 @@ class ProblemSolver:
             return capacity
         return int(self.config.engine.args.get("max_num_seqs", 64))
 
-    async def _cancel(self, pending: dict[asyncio.Task[Repetition], int]) -> None:
-        """Cancel what is still running and log its partial repetitions as cancelled."""
+    async def _cancel(self, pending: dict[asyncio.Task[Repetition], int]) -> list[Repetition]:
+        """Cancel what is still running; log and return the partial repetitions (status "cancelled", or the
+        rare one that finished just before its cancel arrived)."""
         if not pending:
-            return
+            return []
         for task in pending:
             task.cancel()
         outcomes = await asyncio.gather(*pending, return_exceptions=True)
+        late: list[Repetition] = []
         for outcome in outcomes:
             if isinstance(outcome, Repetition):
                 self.on_repetition(outcome)
+                late.append(outcome)
             elif isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
                 log.warning("a cancelled repetition failed while stopping: %r", outcome)
+        return late
 
 
 class Session:

@@ -10,6 +10,8 @@ The DeepConf-style functions at the end turn per-token top-k logprobs into confi
 
 from __future__ import annotations
 
+import functools
+
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -130,9 +132,14 @@ def beta_probability(state: VoteState) -> float:
     >>> round(beta_probability(_state("1", "1", "1", "1", "1")), 4)
     0.9844
     """
+    return _beta_sf(*top_counts(state))
+
+
+@functools.lru_cache(maxsize=4096)
+def _beta_sf(v1: int, v2: int) -> float:
+    """Cached: the simulator asks for the same few (v1, v2) pairs millions of times."""
     from scipy.stats import beta as beta_dist
 
-    v1, v2 = top_counts(state)
     return float(beta_dist.sf(0.5, v1 + 1, v2 + 1))
 
 

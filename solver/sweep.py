@@ -36,7 +36,7 @@ import yaml
 
 from solver.config import Config, ConfigError, StopConfig
 from solver.report import Grader, GradedRepetition, grade_repetitions, markdown_table, pass_at_k, wilson_interval
-from solver.types import Ballot, Problem, Stopper, Voter
+from solver.types import Ballot, Problem, Stopper, Voter, VoteState  # noqa: F401 - VoteState: doctests
 
 if TYPE_CHECKING:  # pandas and matplotlib are imported inside the functions that need them (slow imports)
     import pandas as pd

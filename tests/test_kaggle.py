@@ -476,7 +476,7 @@ def test_kaggle_local_command_rehearses_a_recorded_run_through_the_replay_engine
     finally:
         recorder.close()
     argv = ["kaggle-local", str(data), "--competition", "aimo2", "--engine", "replay", "--from",
-            str(tmp_path / "recorded"), "--set", "engine.args.time_scale=0", "--seed", "5",
+            str(tmp_path / "recorded"), "--set", "engine.replay_time_scale=0", "--seed", "5",
             "--out", str(tmp_path / "out")]
     done = subprocess.run([sys.executable, "-m", "solver", *argv], capture_output=True, text=True, timeout=300,
                           cwd=tmp_path)

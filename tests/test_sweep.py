@@ -180,7 +180,7 @@ def test_sweep_generates_through_the_replay_engine_and_reuses_its_runs(tmp_path:
     """The generation path without vLLM: the replay engine serves a recorded run through the real solve loop
     and sandbox. A second sweep over more problems resumes the same run directories instead of regenerating."""
     args = ["sweep", "demo", "--reps", "1,2", "--workers", "1,2", "--draws", "10", "--engine", "replay",
-            "--from", str(ROOT / "tests" / "data" / "replay_run"), "--set", "engine.args.time_scale=0",
+            "--from", str(ROOT / "tests" / "data" / "replay_run"), "--set", "engine.replay_time_scale=0",
             "--out", str(tmp_path)]
     assert main([*args, "--limit", "2"]) == 0
     logs = {w: tmp_path / "runs" / f"T0.8-tir-w{w}" / "log.jsonl" for w in (1, 2)}

@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         if args.resume is not None:
             if args.out is not None:
                 return fail("--resume continues RUN_DIR in place; drop --out")
-            records = read_log(args.resume)
+            records = read_log(args.resume, allow_empty=True)  # killed before its first record
             if records.config is None:
                 return fail(f"{args.resume} has no config.yaml to resume with")
             config = records.config

@@ -1,0 +1,55 @@
+"""``solver import-samples FILE --out RUN_DIR``: turn another tool's JSONL samples into a replayable run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+EXIT_BAD_INPUT = 2
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "import-samples", help="import a JSONL file of samples as a run directory",
+        description="Read one sample per line (problem id, sample text and/or final answer, reference answer, "
+                    "optional token count) and write RUN_DIR in the solver's log format, for replay and "
+                    "simulate. Field names default to common spellings; pin them with the --*-field flags.")
+    parser.add_argument("file", type=Path, help="JSONL sample file")
+    parser.add_argument("--out", type=Path, required=True, help="run directory to create (must not exist)")
+    parser.add_argument("--preset", default="tiny", help="config preset whose answer rules grade the samples")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config key, e.g. --set answers.modulus=1000")
+    for name, example in (("id", "problem_id"), ("problem", "problem"), ("text", "generation"),
+                          ("answer", "predicted_answer"), ("reference", "expected_answer"),
+                          ("tokens", "num_generated_tokens"), ("duration", "duration_s")):
+        parser.add_argument(f"--{name}-field", default=None, help=f"field holding the {name} (e.g. {example})")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import yaml
+
+    from solver.config import ConfigError, load_config
+    from solver.importer import SampleFields, SampleImportError, import_samples
+    from solver.runlog import LogError
+
+    try:
+        overrides = {}
+        for item in args.overrides:
+            key, sep, value = item.partition("=")
+            if not sep or not key:
+                raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+            overrides[key] = yaml.safe_load(value)
+        config = load_config(args.preset, overrides={"engine.name": "replay", **overrides})
+        fields = SampleFields.with_overrides(problem_id=args.id_field, problem=args.problem_field,
+                                             text=args.text_field, answer=args.answer_field,
+                                             reference=args.reference_field, tokens=args.tokens_field,
+                                             duration=args.duration_field)
+        summary = import_samples(args.file, args.out, config, fields)
+    except (ConfigError, SampleImportError, LogError, yaml.YAMLError) as exc:
+        print(f"solver: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"imported {summary.samples} samples of {summary.problems} problems into {summary.run_dir}"
+          + (f" ({summary.without_answer} without a usable answer)" if summary.without_answer else ""))
+    return 0

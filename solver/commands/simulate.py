@@ -1,0 +1,99 @@
+"""``solver simulate RUN_DIR... --out DIR``: expected leaderboard score and its spread per setting, from logs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+EXIT_BAD_INPUT = 2
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one number")
+    return values
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "simulate", help="estimate leaderboard scores of settings by resampling recorded repetitions",
+        description="Resample the finished repetitions of one or more runs (of the same problem set) to estimate, "
+                    "per setting, the expected score out of K problems, its quantiles and P(score >= X), and the "
+                    "repetitions, tokens and seconds per problem. Writes summary.csv, scores.csv, report.md and "
+                    "PNG plots into --out.")
+    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories to pool")
+    parser.add_argument("--out", type=Path, required=True, help="directory for the outputs")
+    parser.add_argument("--reps", type=_ints, default=(), help="repetitions per problem, e.g. 8,16,32")
+    parser.add_argument("--voter", action="append", default=[], help="voter name (repeat for several)")
+    parser.add_argument("--stopper", action="append", default=[],
+                        help="a stopper set, comma separated, e.g. beta,esc:5; 'none' = run every repetition "
+                             "(repeat for several)")
+    parser.add_argument("--workers", type=_ints, default=(), help="repetitions in flight, e.g. 8,16")
+    parser.add_argument("--budget", type=float, action="append", default=[], metavar="SECONDS",
+                        help="total time for the K problems (repeat for several); none = no budget")
+    parser.add_argument("--problems", type=int, default=None, metavar="K",
+                        help="problems per leaderboard run (default: every recorded problem)")
+    parser.add_argument("--trials", type=int, default=500, help="simulated leaderboard runs per setting")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--draw", choices=("bootstrap", "subset"), default="bootstrap",
+                        help="repetitions drawn with replacement (bootstrap) or without (subset)")
+    parser.add_argument("--tokens-per-s", type=float, default=None,
+                        help="time repetitions as tokens / rate plus code time instead of recorded durations")
+    parser.add_argument("--at-least", type=_ints, default=(), metavar="X,...",
+                        help="scores to report P(score >= X) for (default: quartiles of the scores)")
+    parser.add_argument("--calibration-reps", type=int, default=None, metavar="N",
+                        help="repetitions for the calibration check (default: the smallest that fits; 0 = skip)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a key of the runs' config, e.g. --set budget.reserve_s=0 (value parsed as YAML)")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="parallel processes (default: usable cores, at most 4)")
+    parser.set_defaults(func=run)
+
+
+def _overrides(items: list[str]) -> tuple[tuple[str, object], ...]:
+    import yaml
+
+    out = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
+        try:
+            out.append((key, yaml.safe_load(value)))
+        except yaml.YAMLError:
+            raise ValueError(f"--set {key}: cannot parse {value!r}") from None
+    return tuple(out)
+
+
+def run(args: argparse.Namespace) -> int:
+    from solver.simulate import SimulationError, SimulationRequest, simulate, write_outputs
+
+    try:
+        overrides = _overrides(args.overrides)
+    except ValueError as exc:
+        print(f"solver: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+
+    stoppers = tuple(() if s.strip() == "none" else tuple(x.strip() for x in s.split(",") if x.strip())
+                     for s in args.stopper)
+    jobs = args.jobs if args.jobs is not None else max(1, min(4, len(os.sched_getaffinity(0))))
+    request = SimulationRequest(
+        run_dirs=tuple(args.runs), reps=args.reps, voters=tuple(args.voter), stoppers=stoppers,
+        workers=args.workers, budgets=tuple(args.budget) or (None,), problems=args.problems, trials=args.trials,
+        seed=args.seed, draw=args.draw, tokens_per_s=args.tokens_per_s, thresholds=args.at_least, jobs=jobs,
+        calibration_reps=args.calibration_reps, overrides=overrides)
+    try:
+        report = simulate(request)
+    except SimulationError as exc:
+        print(f"solver: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    written = write_outputs(report, args.out)
+    sys.stdout.write((args.out / "report.md").read_text())
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0

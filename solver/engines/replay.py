@@ -1,0 +1,191 @@
+"""Replay engine: serves recorded completions from earlier runs, so everything after generation (code execution,
+voting, stopping, budgets) can be rerun and tuned without a GPU.
+
+A request is answered from the recording keyed by ``(problem_id, repetition, turn)``. Repetition ``i`` of a
+problem is the ``i``-th finished (non-cancelled) repetition of that problem over the run directories in the
+order given, so several runs pool into one larger sample. Nothing recorded for a key gives one Delta with
+``finish_reason="error"``; the engine never raises for a request.
+
+Timing: each turn takes its recorded engine time (``Turn.duration_s``), or ``generated_tokens / tokens_per_s``
+when a rate is configured, multiplied by ``time_scale`` (1 = as recorded, 0 = instant). The scale is
+``engine.replay_time_scale``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from solver.config import Config, ConfigError
+from solver.runlog import LogError, finished_by_problem, read_log
+from solver.types import Delta, GenerationRequest, Problem, Repetition, Tokenizer, Turn
+
+Sleep = Callable[[float], Awaitable[None]]
+TOKENS_PER_PIECE = 16  # recorded text is streamed in pieces of about this many tokens, so cancellation bites
+
+
+def pooled_repetitions(run_dirs: Sequence[str | Path]) -> dict[str, list[Repetition]]:
+    """Finished repetitions per problem over several runs, in run order then index order."""
+    pooled: dict[str, list[Repetition]] = {}
+    for run_dir in run_dirs:
+        for pid, reps in read_log(Path(run_dir)).finished().items():
+            pooled.setdefault(pid, []).extend(reps)
+    return pooled
+
+
+def problems_from_log(run_dir: str | Path) -> list[Problem]:
+    """The problems a run recorded (text and reference answer), in first-seen order."""
+    records = read_log(Path(run_dir))
+    seen: dict[str, Problem] = {}
+    for problem in records.problems:
+        seen.setdefault(problem.id, problem)
+    if not seen:
+        raise LogError(f"run log {records.path} records no problems; give the problem file as well")
+    return list(seen.values())
+
+
+def split_text(text: str, pieces: int) -> list[str]:
+    """``text`` cut into ``pieces`` nearly equal parts (fewer when the text is short; one when it is empty).
+
+    >>> split_text("abcdefg", 3)
+    ['abc', 'de', 'fg']
+    >>> split_text("", 4), split_text("ab", 5)
+    ([''], ['a', 'b'])
+    """
+    pieces = max(1, min(pieces, len(text)))
+    base, extra = divmod(len(text), pieces)
+    out, start = [], 0
+    for i in range(pieces):
+        end = start + base + (1 if i < extra else 0)
+        out.append(text[start:end])
+        start = end
+    return out
+
+
+def spread(total: int, parts: int) -> list[int]:
+    """``total`` split into ``parts`` nearly equal whole numbers that add up to it.
+
+    >>> spread(10, 3), spread(0, 2)
+    ([4, 3, 3], [0, 0])
+    """
+    base, extra = divmod(max(0, total), parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+def stop_reason_of(turn: Turn, stop: Sequence[str]) -> str | None:
+    """The stop string that most likely ended a recorded turn (turns do not record it): the one the tool output
+    appended after the turn starts with, else the first stop string when code ran after it, else None (the model
+    ended by itself).
+
+    >>> t = Turn("x", 1, 1, "stop", 0.1, None, "```output\\n4\\n```\\n")
+    >>> stop_reason_of(t, ("```\\n", "```output"))
+    '```output'
+    >>> stop_reason_of(Turn("x", 1, 1, "stop", 0.1), ("```output",)) is None
+    True
+    """
+    if turn.finish_reason != "stop" or not stop:
+        return None
+    for s in stop:
+        if s and turn.appended.startswith(s):
+            return s
+    return stop[0] if turn.execution is not None else None
+
+
+@dataclass(frozen=True)
+class TimingModel:
+    """Seconds a recorded turn takes in replay.
+
+    >>> t = Turn("x", 10, 60, "stop", 2.0)
+    >>> TimingModel().seconds(t), TimingModel(tokens_per_s=30).seconds(t), TimingModel(time_scale=0).seconds(t)
+    (2.0, 2.0, 0.0)
+    """
+
+    tokens_per_s: float | None = None  # None: the recorded duration
+    time_scale: float = 1.0  # 0: instant
+
+    def __post_init__(self) -> None:
+        if self.tokens_per_s is not None and self.tokens_per_s <= 0:
+            raise ConfigError("engine.replay_tokens_per_s must be > 0 or null")
+        if not self.time_scale >= 0:
+            raise ConfigError("replay time_scale must be >= 0")
+
+    def seconds(self, turn: Turn) -> float:
+        base = turn.duration_s if self.tokens_per_s is None else turn.generated_tokens / self.tokens_per_s
+        return max(0.0, base) * self.time_scale
+
+
+class ReplayEngine:
+    """An ``Engine`` over recorded repetitions; ``tokenizer`` is None (prompts are not re-tokenised)."""
+
+    name = "replay"
+    tokenizer: Tokenizer | None = None
+
+    def __init__(self, recorded: dict[str, list[Repetition]], timing: TimingModel = TimingModel(),
+                 sleep: Sleep = asyncio.sleep) -> None:
+        self._recorded = recorded
+        self.timing = timing
+        self._sleep = sleep
+        self._open = 0  # streams started and not yet ended (finished, failed or left by the consumer)
+
+    def recorded_turn(self, problem_id: str, repetition: int, turn: int) -> Turn | None:
+        reps = self._recorded.get(problem_id, [])
+        if not 0 <= repetition < len(reps) or not 0 <= turn < len(reps[repetition].turns):
+            return None
+        return reps[repetition].turns[turn]
+
+    def available(self, problem_id: str) -> int:
+        """Recorded repetitions of a problem."""
+        return len(self._recorded.get(problem_id, []))
+
+    async def stream(self, request: GenerationRequest) -> AsyncIterator[Delta]:
+        self._open += 1
+        try:
+            turn = self.recorded_turn(request.problem_id, request.repetition, request.turn)
+            if turn is None:
+                yield Delta(text="", token_ids=(), finish_reason="error",
+                            error=(f"nothing recorded for problem {request.problem_id!r} repetition "
+                                   f"{request.repetition} turn {request.turn} "
+                                   f"({self.available(request.problem_id)} repetitions recorded)"))
+                return
+            pieces = split_text(turn.text, math.ceil(max(1, turn.generated_tokens) / TOKENS_PER_PIECE))
+            counts = spread(turn.generated_tokens, len(pieces))
+            pause = self.timing.seconds(turn) / len(pieces)
+            for i, (piece, count) in enumerate(zip(pieces, counts)):
+                if pause > 0:
+                    await self._sleep(pause)
+                last = i == len(pieces) - 1
+                yield Delta(
+                    text=piece,
+                    token_ids=(),
+                    token_count=count,
+                    finish_reason=turn.finish_reason if last else None,
+                    stop_reason=stop_reason_of(turn, request.stop) if last else None,
+                    prompt_tokens=turn.prompt_tokens if i == 0 else None,
+                )
+        finally:
+            self._open -= 1
+
+    def running_requests(self) -> int:
+        return self._open
+
+    async def close(self) -> None:
+        self._recorded = {}
+
+
+def timing_from_config(config: Config) -> TimingModel:
+    return TimingModel(tokens_per_s=config.engine.replay_tokens_per_s, time_scale=config.engine.replay_time_scale)
+
+
+async def open_replay_engine(config: Config) -> ReplayEngine:
+    """The replay engine over ``config.engine.replay_from``; a missing or unreadable run is a ConfigError."""
+    if not config.engine.replay_from:
+        raise ConfigError("the replay engine needs engine.replay_from (a run directory: --from RUN_DIR)")
+    timing = timing_from_config(config)
+    try:
+        recorded = pooled_repetitions(config.engine.replay_from)
+    except LogError as exc:
+        raise ConfigError(str(exc)) from exc
+    return ReplayEngine(recorded, timing)
