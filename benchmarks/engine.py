@@ -1,6 +1,7 @@
 """Does the pipeline keep the engine saturated? Three ways to generate the same repetitions, in one run:
 
-  (a) raw      vLLM's offline ``LLM.generate`` over the same first prompts, seeds and token limit (no code);
+  (a) raw      vLLM's offline ``LLM.generate`` over the same sequences and token volume (each sequence made to
+               generate as many tokens as its repetition did in (b)), with no turns and no code;
   (b) pipeline ``ProblemSolver``: W repetitions in flight per problem, code runs while others generate,
                the problems solved together (b) or one after another as on Kaggle (b1);
   (c) rounds   synchronous rounds: generate every repetition's turn, then run all code, then continue all.
@@ -43,6 +44,7 @@ class Measure:
     executions: int = 0
     cpu_ms_per_rep: float | None = None
     idle_share: float | None = None
+    lengths: dict[tuple[str, int], int] | None = None  # generated tokens per (problem, repetition)
 
     @property
     def tps(self) -> float:
@@ -93,7 +95,8 @@ async def pipeline(config: Config, problems: list[Problem], engine, sandbox, *, 
     seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     name = "(b) pipeline" if together else "(b1) one by one"
     return Measure(name, seconds, sum(r.generated_tokens for r in reps), len(reps),
-                   sum(len(r.executions) for r in reps), 1000 * cpu / max(1, len(reps)), sampler.share)
+                   sum(len(r.executions) for r in reps), 1000 * cpu / max(1, len(reps)), sampler.share,
+                   lengths={(r.problem_id, r.index): r.generated_tokens for r in reps})
 
 
 async def rounds(config: Config, problems: list[Problem], engine, sandbox) -> Measure:
@@ -154,8 +157,10 @@ async def rounds(config: Config, problems: list[Problem], engine, sandbox) -> Me
                    idle_share=sampler.share)
 
 
-def raw(config: Config, problems: list[Problem], model: str) -> Measure:
-    """Offline ``LLM.generate`` over the same first prompts and seeds, one request per repetition."""
+def raw(config: Config, problems: list[Problem], model: str, lengths: dict[tuple[str, int], int]) -> Measure:
+    """Offline ``LLM.generate`` over the same first prompts and seeds, one request per repetition, each made to
+    generate exactly as many tokens as that repetition generated in the pipeline (same sequences, same token
+    volume: what the engine alone needs for the work the pipeline did)."""
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
@@ -168,9 +173,13 @@ def raw(config: Config, problems: list[Problem], model: str) -> Measure:
         for problem in problems:
             _, ids = prompt.first(problem)
             for index in range(config.solve.reps):
+                n = lengths.get((problem.id, index), 0)
+                if n <= 0:
+                    continue
                 prompts.append(TokensPrompt(prompt_token_ids=ids))
-                params.append(SamplingParams(max_tokens=s.max_total_tokens, temperature=s.temperature,
-                                             top_p=s.top_p, seed=repetition_seed(s.seed, problem.id, index)))
+                params.append(SamplingParams(max_tokens=n, min_tokens=n, ignore_eos=True,
+                                             temperature=s.temperature, top_p=s.top_p,
+                                             seed=repetition_seed(s.seed, problem.id, index)))
         t0 = time.perf_counter()
         outs = llm.generate(prompts, params, use_tqdm=False)
         seconds = time.perf_counter() - t0
@@ -214,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.problems, args.reps, args.max_tokens, args.total_tokens = 1, 8, 48, 96
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     config = load_config(args.preset, overrides={
         "solve.reps": args.reps, "solve.workers": args.workers or args.reps, "sampling.max_tokens": args.max_tokens,
         "sampling.max_total_tokens": args.total_tokens, "sampling.max_turns": args.turns})
@@ -222,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
 
     model = resolve_model(config.engine.model)
     b, b1, c = asyncio.run(in_process(config, problems))
-    a = raw(config, problems, model)
+    a = raw(config, problems, model, b.lengths or {})
     print(f"{'contender':<14}{'seqs':>6}{'tokens':>8}{'seconds':>9}{'tok/s':>8}{'execs':>7}{'cpu ms/rep':>11}"
           f"{'engine idle':>12}")
     for m in (a, b, b1, c):

@@ -1,0 +1,44 @@
+"""The benchmarks run in CI in their quick modes: they must run to the end and print their ratios.
+
+Timing is never asserted here (the machines are shared and noisy); the numbers are read by people, and the
+recorded ones live in benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_benchmark(*args: str, timeout: float) -> str:
+    done = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_sandbox_benchmark_quick_prints_latency_and_speedup():
+    out = run_benchmark("benchmarks/sandbox.py", "--quick", timeout=300)
+    assert re.search(r"median", out) and re.search(r"\d+(\.\d+)?\s*x", out), out
+
+
+def test_stopping_benchmark_on_a_synthetic_run_prints_every_policy():
+    out = run_benchmark("benchmarks/stopping.py", "--synthetic", "--trials", "20", "--jobs", "1", timeout=300)
+    assert "runs: synthetic" in out
+    for policy in ("none (all 32)", "agree_rules", "agree:4", "beta", "ztest", "esc:5"):
+        assert policy in out
+    full = re.search(r"none \(all 32\)\s+([\d.]+)%", out)
+    assert full is not None and 0 < float(full.group(1)) <= 100
+
+
+@pytest.mark.engine
+def test_engine_benchmark_quick_prints_the_three_contenders_and_ratios():
+    out = run_benchmark("benchmarks/engine.py", "--quick", timeout=900)
+    for name in ("(a) raw", "(b) pipeline", "(b1) one by one", "(c) rounds"):
+        assert name in out
+    assert re.search(r"ratio \(b\)/\(a\) = \d", out) and re.search(r"ratio \(b\)/\(c\) = \d", out)
