@@ -19,6 +19,7 @@ from pathlib import Path
 from solver.budget import BudgetManager
 from solver.clock import SystemClock
 from solver.config import Config, ConfigError
+from solver.report import load_summary, render_report
 from solver.runlog import RunLog
 from solver.solve import ProblemSolver, Session, SolveEvent
 from solver.types import Clock, Engine, Problem, ProblemResult, Sandbox
@@ -139,7 +140,8 @@ async def solve_run(config: Config, problems: Sequence[Problem], run_dir: Path, 
                 await asyncio.gather(*(one(p) for p in todo))
         ordered = [results[p.id] for p in problems if p.id in results]
         write_atomic(run_dir / "answers.csv", answers_csv(ordered))
-        write_atomic(run_dir / "report.md", summary_markdown(problems, ordered))
+        # The full report (by problem and subset, wrong answers' distributions), read back from the log.
+        write_atomic(run_dir / "report.md", render_report(load_summary(run_dir)))
         return ordered
     finally:
         log.close()

@@ -228,7 +228,7 @@ def test_scripted_engine_run_writes_log_answers_and_report(tmp_path, parallel):
                             sandbox=ScriptedSandbox(printed(""))))
     assert [r.problem_id for r in results] == ["p0", "p1", "p2"] and all(r.correct for r in results)
     assert (tmp_path / "run" / "answers.csv").read_text() == "id,answer\np0,0\np1,2\np2,4\n"
-    assert "Accuracy: 3/3" in (tmp_path / "run" / "report.md").read_text()
+    assert "3/3 = 100.0 %" in (tmp_path / "run" / "report.md").read_text()
     records = read_log(tmp_path / "run")
     assert len(records.repetitions) == 9 and len(records.results) == 3 and len(records.problems) == 3
     if parallel > 1:  # the problems shared the engine: requests of several problems interleaved
