@@ -25,6 +25,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 
+from solver.commands.common import parse_overrides
 from solver.config import Config, load_config
 from solver.datasets import load_problems
 from solver.prompts import CODE_STOP, STOP_STRINGS, PromptBuilder, Template, open_python_block
@@ -219,12 +220,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=2)
     parser.add_argument("--preset", default="tiny")
     parser.add_argument("--quick", action="store_true", help="1 problem x 8 repetitions, 48 tokens")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="config override for every contender, e.g. --set engine.args.stream_interval=8")
     args = parser.parse_args(argv)
     if args.quick:
         args.problems, args.reps, args.max_tokens, args.total_tokens = 1, 8, 48, 96
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     config = load_config(args.preset, overrides={
+        **parse_overrides(args.overrides),
         "solve.reps": args.reps, "solve.workers": args.workers or args.reps, "sampling.max_tokens": args.max_tokens,
         "sampling.max_total_tokens": args.total_tokens, "sampling.max_turns": args.turns})
     problems = [replace(p, text=p.text + CODE_HINT) for p in load_problems("demo", limit=args.problems)]
