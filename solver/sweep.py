@@ -475,6 +475,14 @@ def _varying(df: pd.DataFrame, keys: Sequence[str] = ("temperature", "prompt", "
     return [k for k in keys if df[k].nunique() > 1]
 
 
+def _groups_at_most_workers(df: pd.DataFrame) -> tuple[list[str], list[pd.DataFrame]]:
+    """The rows at the largest worker count, one group per setting (sorted by N), and the columns that vary."""
+    at = df[df["workers"] == df["workers"].max()]
+    varying = _varying(at)
+    groups = at.groupby(varying, sort=False) if varying else [((), at)]
+    return varying, [group.sort_values("reps") for _, group in groups]
+
+
 def plot_accuracy(df: pd.DataFrame) -> Figure:
     """Majority accuracy (line, 95 % band), pass@N (dotted) and mean repetition accuracy (dashed) against N,
     at the largest worker count."""
@@ -483,11 +491,8 @@ def plot_accuracy(df: pd.DataFrame) -> Figure:
 
     fig = Figure(figsize=(7.5, 4.8), layout="constrained")
     ax = fig.add_subplot()
-    at = df[df["workers"] == df["workers"].max()]
-    varying = _varying(at)
-    groups = at.groupby(varying, sort=False) if varying else [((), at)]
-    for number, (_, group) in enumerate(groups):
-        group = group.sort_values("reps")
+    varying, groups = _groups_at_most_workers(df)
+    for number, group in enumerate(groups):
         colour = f"C{number % 10}"
         label = _setting_label(group.iloc[0], varying)
         ax.plot(group["reps"], 100 * group["accuracy"], marker="o", color=colour, label=label)
@@ -495,6 +500,9 @@ def plot_accuracy(df: pd.DataFrame) -> Figure:
                         alpha=0.12, linewidth=0)
         ax.plot(group["reps"], 100 * group["pass_at_n"], linestyle=":", color=colour)
         ax.plot(group["reps"], 100 * group["rep_accuracy"], linestyle="--", color=colour, alpha=0.7)
+    import pandas as pd
+
+    at = pd.concat(groups) if groups else df.iloc[:0]
     reps = sorted(at["reps"].unique())
     ax.set_xscale("log", base=2)
     ax.set_xticks(reps, [str(r) for r in reps])
@@ -559,11 +567,8 @@ def plot_cost(df: pd.DataFrame) -> Figure:
 
     fig = Figure(figsize=(7.5, 4.8), layout="constrained")
     ax = fig.add_subplot()
-    at = df[df["workers"] == df["workers"].max()]
-    varying = _varying(at)
-    groups = at.groupby(varying, sort=False) if varying else [((), at)]
-    for number, (_, group) in enumerate(groups):
-        group = group.sort_values("reps")
+    varying, groups = _groups_at_most_workers(df)
+    for number, group in enumerate(groups):
         label = _setting_label(group.iloc[0], varying)
         ax.plot(group["reps_used"], 100 * group["accuracy"], marker="o", color=f"C{number % 10}", label=label)
         for _, row in group.iterrows():
