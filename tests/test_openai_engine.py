@@ -312,8 +312,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     import psutil
 
     logs = tmp_path_factory.mktemp("server-logs")
+    # Stream every token (the CPU preset streams every 16): the cancel tests leave after a few tokens and need
+    # the request still running on the server at that point.
     command = [sys.executable, "-m", "solver", "serve", "--port", str(free_port()), "--log-dir", str(logs),
-               "--timeout", "600"]
+               "--timeout", "600", "--set", "engine.args.stream_interval=1"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         lines = []
