@@ -30,7 +30,7 @@ def check_runnable(config: Config) -> None:
 
     Raises ConfigError or ModelError with a one-line message, before anything is written or started.
     """
-    from solver.engines import ENGINE_FACTORIES
+    from solver.engines import factory_path
     from solver.prompts import Template
     from solver.stopping import make_stopper
     from solver.tiny_model import resolve_model
@@ -39,8 +39,7 @@ def check_runnable(config: Config) -> None:
     make_voter(config.vote, config.answers)
     make_stopper(config.stop, config.solve.reps)
     Template.load(config.prompt.template)
-    if config.engine.name not in ENGINE_FACTORIES:
-        raise ConfigError(f"unknown engine {config.engine.name!r} (choose from {', '.join(sorted(ENGINE_FACTORIES))})")
+    factory_path(config.engine.name)
     if config.engine.name == "vllm":
         resolve_model(config.engine.model)  # a missing model path fails here
     if config.engine.name == "openai" and not config.engine.endpoints:

@@ -105,7 +105,7 @@ class Repetition:
         return None
 
 
-StopReason = str  # the name of the policy that fired, e.g. "beta>=0.95", "max_reps", "deadline"
+StopReason = str  # the name of the policy that fired, e.g. "beta:0.95", "agree:4", "max_reps", "deadline"
 
 
 @dataclass(frozen=True)

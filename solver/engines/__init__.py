@@ -15,11 +15,20 @@ ENGINE_FACTORIES: dict[str, str] = {
 }
 
 
+def factory_path(name: str) -> str:
+    """The "module:function" of the engine called ``name``; ConfigError for an unknown name (nothing imported).
+
+    >>> factory_path("replay")
+    'solver.engines.replay:open_replay_engine'
+    """
+    target = ENGINE_FACTORIES.get(name)
+    if target is None:
+        raise ConfigError(f"unknown engine {name!r} (choose from {', '.join(sorted(ENGINE_FACTORIES))})")
+    return target
+
+
 async def open_engine(config: Config) -> Engine:
     """Build and start the engine the config names."""
-    target = ENGINE_FACTORIES.get(config.engine.name)
-    if target is None:
-        raise ConfigError(f"unknown engine {config.engine.name!r} (choose from {', '.join(sorted(ENGINE_FACTORIES))})")
-    module_name, function = target.split(":")
+    module_name, function = factory_path(config.engine.name).split(":")
     factory = getattr(importlib.import_module(module_name), function)
     return await factory(config)
