@@ -48,6 +48,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "INFO" if args.verbose else "ERROR")
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s", stream=sys.stderr)
+    if not args.verbose:
+        # Some vLLM modules warn while vLLM is still being imported, before its own logging honours the level.
+        logging.getLogger("vllm").setLevel(logging.ERROR)
     return int(args.func(args) or 0)
 
 

@@ -41,6 +41,11 @@ class EngineConfig:
                "engine.replay_tokens_per_s must be > 0 or null")
 
 
+# Sampling parameters the solver sets per request; ``sampling.extra`` may not override them.
+SOLVER_OWNED_SAMPLING = frozenset({"n", "temperature", "top_p", "seed", "max_tokens", "stop", "logprobs",
+                                   "output_kind", "prompt", "model", "stream"})
+
+
 @dataclass(frozen=True)
 class SamplingConfig:
     temperature: float = 0.8
@@ -50,8 +55,14 @@ class SamplingConfig:
     max_turns: int = 4  # engine requests per repetition
     logprobs: int | None = None  # top-k logprobs for confidence; None = off (cheaper)
     seed: int = 0  # repetition i of problem p uses a seed derived from (seed, p, i)
+    # Further sampling parameters passed unchanged to the engine (vLLM ``SamplingParams`` in process, the request
+    # body of an OpenAI-compatible server): min_p, top_k, repetition_penalty, presence_penalty, ...
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        owned = sorted(set(self.extra) & SOLVER_OWNED_SAMPLING)
+        _check(not owned, f"sampling.extra.{owned[0] if owned else ''} is set by the solver itself"
+                          " (use the sampling.* key, or leave it to the solver)")
         _check(self.temperature >= 0, "sampling.temperature must be >= 0")
         _check(0 < self.top_p <= 1, "sampling.top_p must be in (0, 1]")
         _check(self.max_tokens > 0, "sampling.max_tokens must be > 0")
@@ -200,10 +211,13 @@ def _undot(overrides: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+_PASSTHROUGH = ("args", "env", "weights", "extra")  # maps merged key by key, their keys not validated here
+
+
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     out = dict(base)
     for key, value in extra.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and key not in ("args", "env", "weights"):
+        if isinstance(value, dict) and isinstance(out.get(key), dict) and key not in _PASSTHROUGH:
             out[key] = _merge(out[key], value)
         elif isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = {**out[key], **value}  # passthrough maps merge key by key

@@ -152,7 +152,7 @@ async def run_repetition(problem: Problem, index: int, *, engine: Engine, sandbo
                 prompt_token_ids=tuple(ids) if ids is not None else None,
                 max_tokens=min(sampling.max_tokens, left), temperature=sampling.temperature,
                 top_p=sampling.top_p, seed=seed + turn_no, stop=STOP_STRINGS,
-                logprobs=sampling.logprobs, problem_id=problem.id, repetition=index, turn=turn_no)
+                logprobs=sampling.logprobs, extra=sampling.extra, problem_id=problem.id, repetition=index, turn=turn_no)
             t0 = time.monotonic()
             partial = _Stream(finish="abort", prompt_tokens=len(ids) if ids is not None else 0)
             got = await _generate(engine, request, partial, first_answer=config.stop.first_answer,

@@ -42,6 +42,10 @@ def check_runnable(config: Config) -> None:
     factory_path(config.engine.name)
     if config.engine.name == "vllm":
         resolve_model(config.engine.model)  # a missing model path fails here
+        if config.sampling.extra:
+            from solver.engines.vllm_async import check_sampling_extra
+
+            check_sampling_extra(config.sampling.extra)
     if config.engine.name == "openai" and not config.engine.endpoints:
         raise ConfigError("the openai engine needs at least one --endpoint URL")
     if config.solve.parallel_problems > 1 and (config.budget.total_s or config.budget.cutoff_s):

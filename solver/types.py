@@ -6,9 +6,9 @@ Times are seconds (floats); token counts are integers; statuses are ``Literal``s
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 ExecStatus = Literal["ok", "error", "timeout", "memory", "killed", "truncated", "cancelled"]
 """ok: exited 0; error: raised or exited non-zero; timeout: wall or CPU limit; memory: address-space cap;
@@ -135,6 +135,7 @@ class GenerationRequest:
     seed: int
     stop: tuple[str, ...]
     logprobs: int | None = None  # top-k logprobs per token for confidence, None = off
+    extra: Mapping[str, Any] = field(default_factory=dict)  # engine sampling parameters passed unchanged
     # Where the request belongs; used by the replay engine and for logs.
     problem_id: str = ""
     repetition: int = 0

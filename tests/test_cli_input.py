@@ -57,6 +57,8 @@ def test_unknown_flag_and_config_key(tmp_path):
     assert done.returncode == 2 and "reps" in one_error_line(done)
     done = run_cli("solve", str(data), "--out", str(tmp_path / "r"), "--stopper", "bogus")
     assert done.returncode == 2 and "bogus" in one_error_line(done)
+    done = run_cli("solve", str(data), "--out", str(tmp_path / "r"), "--set", "sampling.extra.temperature=0.1")
+    assert done.returncode == 2 and "sampling.extra.temperature" in one_error_line(done)
     assert not (tmp_path / "r").exists()
 
 
@@ -69,3 +71,12 @@ def test_existing_run_dir_is_refused(tmp_path):
     done = run_cli("solve", str(data), "--out", str(out))
     assert done.returncode == 2 and "--resume" in one_error_line(done)
     assert (out / "log.jsonl").read_text() == ""
+
+
+def test_sampling_extra_that_vllm_refuses_is_one_line_before_the_engine_starts(tmp_path):
+    data = tmp_path / "d.csv"
+    data.write_text("id,problem\n1,What is 1+1?\n")
+    for item, needle in (("sampling.extra.bogus_knob=1", "bogus_knob"), ("sampling.extra.min_p=5", "min_p")):
+        done = run_cli("solve", str(data), "--out", str(tmp_path / "r"), "--set", item)
+        assert done.returncode == 2 and needle in one_error_line(done)
+    assert not (tmp_path / "r").exists()

@@ -68,6 +68,22 @@ def test_real_engine_streams_with_seed_reproducibility(engine_loop):
     assert engine.running_requests() == 0
 
 
+def test_real_engine_passes_sampling_extra_through(engine_loop):
+    """``sampling.extra`` reaches vLLM's SamplingParams: ignore_eos + min_tokens make every request run to the
+    full length, which the model alone would not (it ends short replies with EOS)."""
+    import dataclasses
+
+    loop, engine = engine_loop
+
+    async def count(extra):
+        req = dataclasses.replace(request(engine, f"x{len(extra)}", 40, seed=3, text="Say hi."), extra=extra)
+        return sum([len(d.token_ids) async for d in engine.stream(req)])
+
+    plain = loop.run(count({}), timeout_s=120).value
+    forced = loop.run(count({"ignore_eos": True, "min_tokens": 40}), timeout_s=120).value
+    assert forced == 40 and plain < 40
+
+
 def test_real_engine_leaving_a_stream_aborts_the_request(engine_loop):
     loop, engine = engine_loop
 

@@ -87,6 +87,8 @@ def completion_body(request: GenerationRequest, model: str, max_model_len: int |
     ([1, 2, 3], 47, 7, 5, ['```\\n'])
     >>> "logprobs" in completion_body(dataclasses.replace(r, logprobs=None), "m")
     False
+    >>> completion_body(dataclasses.replace(r, extra={"min_p": 0.05}), "m")["min_p"]
+    0.05
     """
     prompt: str | list[int] = list(request.prompt_token_ids) if request.prompt_token_ids is not None else request.prompt
     max_tokens = request.max_tokens
@@ -105,6 +107,7 @@ def completion_body(request: GenerationRequest, model: str, max_model_len: int |
         "include_stop_str_in_output": False,
         "return_token_ids": True,  # vLLM extra: generated ids per event, prompt ids in the first
     }
+    body.update(request.extra)  # vLLM's server takes its extra sampling parameters as top-level fields
     if request.logprobs:
         body["logprobs"] = request.logprobs
         # Keys "token_id:N": two tokens that decode to the same text would otherwise collide in the top-k map.

@@ -58,6 +58,7 @@ class VllmEngine:
             logprobs=request.logprobs,
             # DELTA: each output carries only new tokens, so a long stream costs O(n), not O(n^2).
             output_kind=RequestOutputKind.DELTA,
+            **request.extra,
         )
         prompt: Any = (TokensPrompt(prompt_token_ids=list(request.prompt_token_ids))
                        if request.prompt_token_ids is not None else request.prompt)
@@ -120,6 +121,16 @@ def engine_args(config: Config, model: str) -> Any:
     return AsyncEngineArgs(model=model, **args)
 
 
+def check_sampling_extra(extra: Mapping[str, Any]) -> None:
+    """Fail before the engine starts, with one line, if ``sampling.extra`` is not valid for ``SamplingParams``."""
+    from vllm import SamplingParams
+
+    try:
+        SamplingParams(**extra)
+    except Exception as exc:  # vLLM's own validation error is not a ValueError; all become one config error
+        raise ConfigError(f"sampling.extra is not valid for vLLM: {str(exc).splitlines()[0]}") from exc
+
+
 def load_tokenizer(model: str) -> Tokenizer | None:
     from transformers import AutoTokenizer
 
@@ -148,6 +159,7 @@ async def open_vllm_engine(config: Config) -> VllmEngine:
                 super().__del__()
 
     args = engine_args(config, model)
+    check_sampling_extra(config.sampling.extra)
     tokenizer = load_tokenizer(model)
     llm = OnceAsyncLLM.from_engine_args(args)
     return VllmEngine(llm, tokenizer)
