@@ -53,6 +53,7 @@ class _Stream:
     finish: FinishReason = "error"
     stop_reason: str | None = None
     prompt_tokens: int = 0
+    cached_tokens: int | None = None
     error: str | None = None
     lowest_group: float | None = None
     ended_by: str | None = None  # "first_answer" | "low_confidence" when the loop ended the request itself
@@ -105,6 +106,8 @@ async def _generate(engine: Engine, request: GenerationRequest, out: _Stream, *,
             out.confidences.extend(delta.confidences)
             if delta.prompt_tokens is not None:
                 out.prompt_tokens = delta.prompt_tokens
+            if delta.cached_tokens is not None:
+                out.cached_tokens = delta.cached_tokens
             if delta.finish_reason is not None:
                 out.finish, out.stop_reason, out.error = delta.finish_reason, delta.stop_reason, delta.error
                 break
@@ -126,7 +129,7 @@ async def _generate(engine: Engine, request: GenerationRequest, out: _Stream, *,
 async def run_repetition(problem: Problem, index: int, *, engine: Engine, sandbox: Sandbox,
                          prompt: PromptBuilder, config: Config,
                          confidence_floor: Callable[[], float | None] = lambda: None,
-                         activity: Activity | None = None) -> Repetition:
+                         activity: Activity | None = None, priority: int = 0) -> Repetition:
     """Run one repetition to its end (or until cancelled) and return its record; never raises for run faults."""
     sampling, rules = config.sampling, config.answers
     seed = repetition_seed(sampling.seed, problem.id, index)
@@ -152,7 +155,8 @@ async def run_repetition(problem: Problem, index: int, *, engine: Engine, sandbo
                 prompt_token_ids=tuple(ids) if ids is not None else None,
                 max_tokens=min(sampling.max_tokens, left), temperature=sampling.temperature,
                 top_p=sampling.top_p, seed=seed + turn_no, stop=STOP_STRINGS,
-                logprobs=sampling.logprobs, extra=sampling.extra, problem_id=problem.id, repetition=index, turn=turn_no)
+                logprobs=sampling.logprobs, extra=sampling.extra, priority=priority, problem_id=problem.id,
+                repetition=index, turn=turn_no)
             t0 = time.monotonic()
             partial = _Stream(finish="abort", prompt_tokens=len(ids) if ids is not None else 0)
             got = await _generate(engine, request, partial, first_answer=config.stop.first_answer,
@@ -167,7 +171,7 @@ async def run_repetition(problem: Problem, index: int, *, engine: Engine, sandbo
             confidence = sum(got.confidences) / len(got.confidences) if got.confidences else None
             turn = Turn(text=got.text, prompt_tokens=got.prompt_tokens, generated_tokens=got.token_count,
                         finish_reason=got.finish, duration_s=elapsed, confidence=confidence,
-                        tail_confidence=got.lowest_group)
+                        tail_confidence=got.lowest_group, cached_tokens=got.cached_tokens)
             if got.finish == "error":
                 turns.append(turn)
                 status, error = "error", got.error or "engine error"

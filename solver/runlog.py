@@ -69,6 +69,7 @@ def _turn_to_json(t: Turn) -> dict[str, Any]:
         "finish_reason": t.finish_reason, "duration_s": t.duration_s,
         "execution": None if t.execution is None else _execution_to_json(t.execution),
         "appended": t.appended, "confidence": t.confidence, "tail_confidence": t.tail_confidence,
+        "cached_tokens": t.cached_tokens,
     }
 
 
@@ -80,6 +81,7 @@ def _turn_from_json(d: dict[str, Any]) -> Turn:
         execution=None if execution is None else _execution_from_json(execution),
         appended=d.get("appended", ""), confidence=_opt_float(d.get("confidence")),
         tail_confidence=_opt_float(d.get("tail_confidence")),
+        cached_tokens=None if d.get("cached_tokens") is None else int(d["cached_tokens"]),
     )
 
 

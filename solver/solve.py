@@ -51,6 +51,7 @@ class ProblemSolver:
                                     config.prompt.output_chars)
         self.on_repetition = on_repetition or (lambda rep: None)
         self.on_event = on_event or (lambda event: None)
+        self._launch_order = itertools.count()  # request priority: earlier-launched repetitions go first
 
     async def solve(self, problem: Problem, *, deadline: float | None = None,
                     done: Sequence[Repetition] = ()) -> ProblemResult:
@@ -117,7 +118,8 @@ class ProblemSolver:
                     index = next(free_indices)
                     task = asyncio.create_task(run_repetition(
                         problem, index, engine=self.engine, sandbox=self.sandbox, prompt=self.prompt,
-                        config=cfg, confidence_floor=floor, activity=activity), name=f"{problem.id}-r{index}")
+                        config=cfg, confidence_floor=floor, activity=activity, priority=next(self._launch_order)),
+                        name=f"{problem.id}-r{index}")
                     pending[task] = index
                     launched += 1
                 if not pending:

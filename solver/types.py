@@ -62,6 +62,7 @@ class Turn:
     appended: str = ""  # text added after this turn before the next request (the rendered tool output)
     confidence: float | None = None  # mean token confidence (-mean top-k logprob), when logprobs were on
     tail_confidence: float | None = None  # lowest sliding-window group confidence seen in this turn
+    cached_tokens: int | None = None  # prompt tokens the engine took from its prefix cache, when it says
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,9 @@ class GenerationRequest:
     stop: tuple[str, ...]
     logprobs: int | None = None  # top-k logprobs per token for confidence, None = off
     extra: Mapping[str, Any] = field(default_factory=dict)  # engine sampling parameters passed unchanged
+    # Scheduling order when the engine schedules by priority (lower first): the repetition's launch order, so a
+    # started repetition's next turn goes before repetitions that have not started yet.
+    priority: int = 0
     # Where the request belongs; used by the replay engine and for logs.
     problem_id: str = ""
     repetition: int = 0
@@ -153,6 +157,7 @@ class Delta:
     finish_reason: FinishReason | None = None
     stop_reason: str | None = None  # the stop string that ended the request
     prompt_tokens: int | None = None
+    cached_tokens: int | None = None  # of the prompt, found in the engine's prefix cache (first delta)
     error: str | None = None
 
 

@@ -234,3 +234,23 @@ def test_scripted_engine_run_writes_log_answers_and_report(tmp_path, parallel):
     if parallel > 1:  # the problems shared the engine: requests of several problems interleaved
         order = [r.problem_id for r in engine.requests]
         assert order != sorted(order)
+
+
+def test_scripted_engine_requests_carry_sampling_extra_and_launch_order_priority():
+    """Every turn of a repetition carries ``sampling.extra`` unchanged and the repetition's launch order as its
+    priority, counted across the problems one solver serves (earlier-launched work goes first)."""
+    def script(req: GenerationRequest) -> str:
+        return "x\n```python\nprint(1)\n```\n" if req.turn == 0 else "\\boxed{1}"
+
+    engine = ScriptedEngine(script)
+    cfg = config(**{"solve.reps": 3, "solve.workers": 3, "sampling.extra": {"min_p": 0.05}})
+    solver = ProblemSolver(cfg, engine, ScriptedSandbox(printed("1")))
+    run(solver.solve(PROBLEM))
+    run(solver.solve(Problem("p2", "again")))
+    assert all(dict(r.extra) == {"min_p": 0.05} for r in engine.requests)
+    by_rep = {(r.problem_id, r.repetition): set() for r in engine.requests}
+    for r in engine.requests:
+        by_rep[(r.problem_id, r.repetition)].add(r.priority)
+    assert all(len(p) == 1 for p in by_rep.values())  # both turns of a repetition share it
+    assert sorted(p.pop() for p in by_rep.values()) == list(range(6))
+    assert {r.priority for r in engine.requests if r.problem_id == "p2"} == {3, 4, 5}

@@ -28,7 +28,8 @@ def make_rep(pid: str = "p1", index: int = 0, status: str = "done", answer: str 
     turns = (
         Turn("Let me compute.\n```python\nprint(6*7)\n```", 120, 18, "stop", 0.8125,
              Execution("print(6*7)", "ok", "42\n", "", 0.0375), "```output\n42\n```\n", 0.31, 0.12),
-        Turn(f"So the answer is \\boxed{{{answer}}} — ünïcode ✓", 160, 12, "stop", 0.4, None, "", None, None),
+        Turn(f"So the answer is \\boxed{{{answer}}} — ünïcode ✓", 160, 12, "stop", 0.4, None, "", None, None,
+             cached_tokens=128),
     )
     return Repetition(pid, index, 1000 + index, status, turns, (Answer(answer, answer, "code"),
                                                                  Answer(answer, f"\\boxed{{{answer}}}", "boxed")),

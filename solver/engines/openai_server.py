@@ -170,7 +170,7 @@ class StreamDecoder:
 
     >>> d = StreamDecoder(top_k=None)
     >>> d.feed('data: {"choices": [{"text": " Paris", "token_ids": [7042], "prompt_token_ids": [1, 2]}]}')
-    [Delta(text=' Paris', token_ids=(7042,), token_count=0, confidences=(), finish_reason=None, stop_reason=None, prompt_tokens=2, error=None)]
+    [Delta(text=' Paris', token_ids=(7042,), token_count=0, confidences=(), finish_reason=None, stop_reason=None, prompt_tokens=2, cached_tokens=None, error=None)]
     >>> d.feed('data: {"choices": [{"text": "", "token_ids": [30], "finish_reason": "stop", "stop_reason": "."}]}')
     []
     >>> d.feed('data: {"choices": [], "usage": {"prompt_tokens": 2, "completion_tokens": 2}}')
@@ -178,7 +178,7 @@ class StreamDecoder:
     >>> d.feed("data: [DONE]"), d.done
     ([], True)
     >>> d.end()
-    Delta(text='', token_ids=(30,), token_count=0, confidences=(), finish_reason='stop', stop_reason='.', prompt_tokens=2, error=None)
+    Delta(text='', token_ids=(30,), token_count=0, confidences=(), finish_reason='stop', stop_reason='.', prompt_tokens=2, cached_tokens=None, error=None)
 
     Without token ids (a server that ignores ``return_token_ids``) the usage count fills ``token_count``:
 

@@ -38,9 +38,11 @@ def token_confidences(logprobs: list[Mapping[int, Any]] | None, k: int) -> tuple
 class VllmEngine:
     name = "vllm"
 
-    def __init__(self, llm: Any, tokenizer: Tokenizer | None) -> None:
+    def __init__(self, llm: Any, tokenizer: Tokenizer | None, *, by_priority: bool = False) -> None:
         self._llm = llm
         self.tokenizer = tokenizer
+        # vLLM refuses a request priority unless the engine schedules by priority (scheduling_policy).
+        self._by_priority = by_priority
         self._closed = False
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[Delta]:
@@ -67,7 +69,8 @@ class VllmEngine:
         finished = False
         try:
             first = True
-            async for out in self._llm.generate(prompt, params, request_id=request_id):
+            priority = request.priority if self._by_priority else 0
+            async for out in self._llm.generate(prompt, params, request_id=request_id, priority=priority):
                 completion = out.outputs[0]
                 finish = _FINISH.get(completion.finish_reason) if out.finished else None
                 if out.finished and finish is None:
@@ -80,6 +83,7 @@ class VllmEngine:
                     finish_reason=finish,
                     stop_reason=stop_reason,
                     prompt_tokens=len(out.prompt_token_ids or ()) if first else None,
+                    cached_tokens=out.num_cached_tokens if first else None,
                 )
                 first = False
                 if out.finished:
@@ -162,4 +166,4 @@ async def open_vllm_engine(config: Config) -> VllmEngine:
     check_sampling_extra(config.sampling.extra)
     tokenizer = load_tokenizer(model)
     llm = OnceAsyncLLM.from_engine_args(args)
-    return VllmEngine(llm, tokenizer)
+    return VllmEngine(llm, tokenizer, by_priority=config.engine.args.get("scheduling_policy") == "priority")

@@ -1,0 +1,138 @@
+"""Scripted work on the real engine, so every contender of ``engine.py`` does exactly the same work.
+
+The tiny model rarely writes code, and what it writes runs in a millisecond; a maths model's repetitions look
+different: several turns of uneven length, each ending in a program that may compute for seconds (the AIMO1
+winner allowed 5 s per run and 4 rounds). A plan fixes, per repetition, how many turns it has, how many tokens
+each turn generates and how long each turn's program runs. ``TracedEngine`` makes the real engine follow it:
+each turn decodes exactly its planned number of tokens from the real model (end-of-sequence ignored), and its
+text is replaced by the plan's (a python block whose program runs for the planned seconds, or, in the last
+turn, a boxed answer). The engine, prefill of the growing context, the sandbox and the solver's loop all do
+their real work; only what the text says is scripted.
+
+Programs wait (``time.sleep``) by default: on a GPU machine code runs on CPU cores while the accelerator
+generates, and on this CPU-only machine a busy program would instead take the cores the engine itself runs on.
+``kind="spin"`` makes them busy, to see that case too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import random
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+from typing import Literal
+
+from solver.prompts import CODE_STOP
+from solver.types import Delta, Engine, GenerationRequest
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How planned repetitions are drawn. Lengths in tokens, times in seconds."""
+
+    max_turns: int = 4  # a repetition has 1..max_turns turns (uniform); all but the last end in code
+    max_tokens: int = 96  # per turn; turn lengths are log-normal with median max_tokens * median_share
+    median_share: float = 0.4
+    length_sigma: float = 0.8  # log-normal spread of turn lengths: real turns are heavy-tailed
+    total_tokens: int = 384  # per repetition, as sampling.max_total_tokens
+    code_median_s: float = 0.5  # log-normal program time; the sandbox kills it at its timeout
+    code_sigma: float = 1.0
+    kind: Literal["sleep", "spin"] = "sleep"
+
+
+@dataclass(frozen=True)
+class TurnPlan:
+    tokens: int
+    code_s: float | None  # None: the last turn, which answers
+
+
+@dataclass(frozen=True)
+class RepetitionPlan:
+    turns: tuple[TurnPlan, ...]
+    answer: int
+
+    @property
+    def tokens(self) -> int:
+        return sum(t.tokens for t in self.turns)
+
+
+def lognormal(rng: random.Random, median: float, sigma: float) -> float:
+    return median * math.exp(sigma * rng.gauss(0.0, 1.0))
+
+
+def make_plans(problem_ids: list[str], reps: int, profile: Profile,
+               seed: int = 0) -> dict[tuple[str, int], RepetitionPlan]:
+    """One plan per (problem, repetition), the same for a given seed.
+
+    >>> plans = make_plans(["p"], 3, Profile(max_turns=3, max_tokens=50, total_tokens=80))
+    >>> all(1 <= len(p.turns) <= 3 and p.tokens <= 80 for p in plans.values())
+    True
+    >>> all(p.turns[-1].code_s is None and all(t.code_s is not None for t in p.turns[:-1]) for p in plans.values())
+    True
+    >>> plans == make_plans(["p"], 3, Profile(max_turns=3, max_tokens=50, total_tokens=80))
+    True
+    """
+    rng = random.Random(seed)
+    plans = {}
+    for pid in problem_ids:
+        for index in range(reps):
+            count = rng.randint(1, profile.max_turns)
+            left, turns = profile.total_tokens, []
+            for turn in range(count):
+                want = lognormal(rng, profile.max_tokens * profile.median_share, profile.length_sigma)
+                tokens = max(4, min(profile.max_tokens, left, round(want)))
+                left -= tokens
+                last = turn == count - 1 or left < 4
+                turns.append(TurnPlan(tokens, None if last else lognormal(rng, profile.code_median_s,
+                                                                           profile.code_sigma)))
+                if last:
+                    break
+            plans[(pid, index)] = RepetitionPlan(tuple(turns), rng.choice((7, 7, 7, 12, 30)))
+    return plans
+
+
+def program(seconds: float, kind: Literal["sleep", "spin"], value: int) -> str:
+    """A program that runs for ``seconds`` and prints ``value``.
+
+    >>> print(program(0.25, "sleep", 3))
+    import time
+    time.sleep(0.250)
+    print(3)
+    """
+    if kind == "sleep":
+        body = f"time.sleep({seconds:.3f})"
+    else:
+        body = f"t0 = time.perf_counter()\nwhile time.perf_counter() - t0 < {seconds:.3f}:\n    pass"
+    return f"import time\n{body}\nprint({value})"
+
+
+class TracedEngine:
+    """The real engine, made to follow the plans: exact token counts per turn, scripted text."""
+
+    def __init__(self, inner: Engine, plans: dict[tuple[str, int], RepetitionPlan], kind: Literal["sleep", "spin"]):
+        self.inner, self.plans, self.kind = inner, plans, kind
+        self.name, self.tokenizer = inner.name, inner.tokenizer
+
+    def running_requests(self) -> int:
+        return self.inner.running_requests()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    async def stream(self, request: GenerationRequest) -> AsyncIterator[Delta]:
+        plan = self.plans[(request.problem_id, request.repetition)]
+        turn = plan.turns[min(request.turn, len(plan.turns) - 1)]
+        n = min(turn.tokens, request.max_tokens)
+        forced = replace(request, max_tokens=n, stop=(),
+                         extra={**request.extra, "ignore_eos": True, "min_tokens": n})
+        async with contextlib.aclosing(self.inner.stream(forced)) as deltas:
+            async for delta in deltas:
+                if delta.finish_reason != "length" or n < turn.tokens:
+                    yield replace(delta, text="")  # the planned text comes with the last delta
+                    continue
+                if turn.code_s is None:
+                    yield replace(delta, text=f"\\boxed{{{plan.answer}}}", finish_reason="stop", stop_reason=None)
+                else:
+                    code = program(turn.code_s, self.kind, request.turn)
+                    yield replace(delta, text=f"```python\n{code}\n", finish_reason="stop", stop_reason=CODE_STOP)
