@@ -42,8 +42,11 @@ class EngineConfig:
 
 
 # Sampling parameters the solver sets per request; ``sampling.extra`` may not override them.
-SOLVER_OWNED_SAMPLING = frozenset({"n", "temperature", "top_p", "seed", "max_tokens", "stop", "logprobs",
-                                   "output_kind", "prompt", "model", "stream"})
+SOLVER_OWNED_SAMPLING = frozenset({
+    "n", "temperature", "top_p", "seed", "max_tokens", "stop", "logprobs", "output_kind",
+    # request-body fields the server engine relies on to parse its stream
+    "prompt", "model", "stream", "stream_options", "include_stop_str_in_output", "return_token_ids",
+    "return_tokens_as_token_ids"})
 
 
 @dataclass(frozen=True)
@@ -60,9 +63,9 @@ class SamplingConfig:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        owned = sorted(set(self.extra) & SOLVER_OWNED_SAMPLING)
-        _check(not owned, f"sampling.extra.{owned[0] if owned else ''} is set by the solver itself"
-                          " (use the sampling.* key, or leave it to the solver)")
+        for key in sorted(set(self.extra) & SOLVER_OWNED_SAMPLING):
+            raise ConfigError(f"sampling.extra.{key} is set by the solver itself (use the sampling.* key, or leave"
+                              " it to the solver)")
         _check(self.temperature >= 0, "sampling.temperature must be >= 0")
         _check(0 < self.top_p <= 1, "sampling.top_p must be in (0, 1]")
         _check(self.max_tokens > 0, "sampling.max_tokens must be > 0")

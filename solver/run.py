@@ -76,15 +76,18 @@ def answers_csv(results: Sequence[ProblemResult]) -> str:
 
 def summary_markdown(problems: Sequence[Problem], results: Sequence[ProblemResult]) -> str:
     """A short per-problem table and the accuracy when reference answers are known."""
+    from solver.report import markdown_table
+
     by_id = {p.id: p for p in problems}
-    lines = ["| id | answer | reference | correct | reps | stopped by | seconds | top votes |",
-             "|---|---|---|---|---|---|---|---|"]
+    rows = []
     for r in results:
         ref = by_id[r.problem_id].answer if r.problem_id in by_id else None
         top = ", ".join(f"{a}:{w:g}" for a, w in sorted(r.votes.items(), key=lambda kv: -kv[1])[:3])
         mark = "" if r.correct is None else ("yes" if r.correct else "no")
-        lines.append(f"| {r.problem_id} | {r.answer} | {ref if ref is not None else ''} | {mark} | "
-                     f"{r.repetitions}/{r.launched} | {r.stopped_by} | {r.duration_s:.1f} | {top} |")
+        rows.append([r.problem_id, r.answer, ref if ref is not None else "", mark, f"{r.repetitions}/{r.launched}",
+                     r.stopped_by, f"{r.duration_s:.1f}", top])
+    lines = markdown_table(["id", "answer", "reference", "correct", "reps", "stopped by", "seconds", "top votes"],
+                           rows).splitlines()
     graded = [r for r in results if r.correct is not None]
     if graded:
         right = sum(bool(r.correct) for r in graded)
