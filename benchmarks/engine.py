@@ -36,8 +36,8 @@ from dataclasses import dataclass, replace
 from solver.commands.common import parse_overrides
 from solver.config import Config, load_config
 from solver.datasets import load_problems
-from solver.prompts import CODE_STOP, STOP_STRINGS, PromptBuilder, Template, open_python_block
-from solver.repetition import repetition_seed
+from solver.loop.prompts import CODE_STOP, STOP_STRINGS, PromptBuilder, Template, open_python_block
+from solver.loop.repetition import repetition_seed
 from solver.types import GenerationRequest, Problem
 from workload import Profile, TracedEngine, make_plans
 
@@ -106,7 +106,7 @@ def cached_share(reps) -> float | None:
 async def pipeline(config: Config, problems: list[Problem], engine, sandbox, *, together: bool = True) -> Measure:
     """The solver's own loop; ``together`` solves the problems at once (``solve.parallel_problems``), else one
     after another as the Kaggle gateway serves them."""
-    from solver.solve import ProblemSolver
+    from solver.loop.problem import ProblemSolver
 
     reps = []
     solver = ProblemSolver(config, engine, sandbox, on_repetition=reps.append)
@@ -219,7 +219,7 @@ def raw(config: Config, problems: list[Problem], model: str, lengths: dict[tuple
 
 async def in_process(config: Config, problems: list[Problem], profile: Profile | None) -> list[Measure]:
     from solver.engines import open_engine
-    from solver.sandbox import create_sandbox
+    from solver.sandbox.pool import create_sandbox
 
     sandbox = create_sandbox(config.sandbox)
     await sandbox.start()

@@ -26,7 +26,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from solver.config import SandboxConfig  # noqa: E402 - after the path set-up above
-from solver.sandbox import ProcessPoolSandbox, default_workers  # noqa: E402
+from solver.sandbox.pool import ProcessPoolSandbox, default_workers  # noqa: E402
 
 SNIPPET = """\
 x = sp.symbols('x')

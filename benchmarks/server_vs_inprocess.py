@@ -1,7 +1,7 @@
 """What does going through vLLM's OpenAI server cost, next to the in-process engine? Same model, same requests.
 
 Runs ONE engine at a time: first the in-process engine (``solver.engines.vllm_async``), then one OpenAI server
-started with ``solver.serve.launch_servers`` and driven by ``solver.engines.openai_server``. For each it measures
+started with ``solver.engines.launch.launch_servers`` and driven by ``solver.engines.openai_server``. For each it measures
 
   latency     sequential 1-token requests: the fixed cost of one request (ms), server minus in-process = overhead
   streams     N identical requests (same prompts, seeds, token limit) all in flight: generated tokens/s
@@ -51,7 +51,7 @@ class Measure:
 
 def build_requests(config: Config, problems: Sequence[Problem], n: int, max_tokens: int) -> list[GenerationRequest]:
     """The same chat prompts (as token ids) and seeds for both engines."""
-    from solver.prompts import STOP_STRINGS, PromptBuilder, Template
+    from solver.loop.prompts import STOP_STRINGS, PromptBuilder, Template
     from solver.tiny_model import resolve_model
     from transformers import AutoTokenizer
 
@@ -83,7 +83,7 @@ async def measure(config: Config, requests: list[GenerationRequest], problem: Pr
     """Open the engine the config names (sandbox first, as in a run), then time the three phases on it."""
     from dataclasses import replace
 
-    from solver.solve import Session
+    from solver.loop.problem import Session
 
     async with Session(config) as session:
         engine = session.engine
@@ -110,7 +110,7 @@ async def measure(config: Config, requests: list[GenerationRequest], problem: Pr
 
 def through_server(config: Config, requests: list[GenerationRequest], problem: Problem, runs: int,
                    port: int, extra_args: Sequence[str] = ()) -> Measure:
-    from solver.serve import launch_servers
+    from solver.engines.launch import launch_servers
 
     with launch_servers(config, 1, port, extra_args=extra_args) as urls:
         remote = config.replace({"engine.name": "openai", "engine.endpoints": urls})

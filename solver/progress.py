@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from solver.solve import SolveEvent
+from solver.loop.problem import SolveEvent
 
 
 class LiveProgress:

@@ -40,6 +40,9 @@ class Execution:
     stdout: str  # excerpt, already capped
     stderr: str  # excerpt, already capped
     duration_s: float
+    # A stateful session that had to be killed (and restarted empty) during or after this call: the model must
+    # be told that names defined by earlier calls are gone.
+    state_lost: bool = False
 
 
 @dataclass(frozen=True)
@@ -182,10 +185,26 @@ class Engine(Protocol):
     async def close(self) -> None: ...
 
 
+class PythonSession(Protocol):
+    """One repetition's stateful interpreter: names, imports and functions survive from one call to the next.
+
+    Held by exactly one repetition, never shared; released by ``close`` when the repetition ends or is cancelled.
+    Never raises for anything the code does: failures are statuses, and ``Execution.state_lost`` says the
+    session was killed and restarted empty."""
+
+    async def run(self, code: str, *, timeout_s: float | None = None) -> Execution: ...
+
+    async def close(self) -> None: ...
+
+
 class Sandbox(Protocol):
     """Runs one snippet in isolation. Never raises for anything the snippet does: failures are statuses."""
 
     async def run(self, code: str, *, timeout_s: float | None = None) -> Execution: ...
+
+    async def session(self) -> PythonSession:
+        """A fresh stateful session with the same isolation as one-off snippets."""
+        ...
 
     async def close(self) -> None: ...
 

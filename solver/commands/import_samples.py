@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     import yaml
 
     from solver.config import ConfigError, load_config
-    from solver.importer import SampleFields, SampleImportError, import_samples
+    from solver.offline.importer import SampleFields, SampleImportError, import_samples
     from solver.runlog import LogError
 
     try:

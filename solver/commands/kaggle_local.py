@@ -104,7 +104,7 @@ def rehearse(predict: Callable[..., Any], data: str | Path, out_dir: Path, *, co
     """Serve every problem of ``data`` to ``predict`` like the competition's gateway, then write OUT."""
     import polars as pl
 
-    from solver.answers import is_correct
+    from solver.core.answers import is_correct
     from solver.datasets import load_problems
 
     problems = load_problems(data, limit=limit)
@@ -147,7 +147,7 @@ def write_outputs(out_dir: Path, answers: Sequence[tuple[str, int]], rehearsal: 
     """submission.parquet and submission.csv (served order, as the gateway concatenates them) and report.md."""
     import polars as pl
 
-    from solver.run import write_atomic
+    from solver.loop.run import write_atomic
 
     out_dir.mkdir(parents=True, exist_ok=True)
     frame = pl.DataFrame({"id": [a[0] for a in answers], "answer": pl.Series([a[1] for a in answers],
@@ -205,7 +205,7 @@ def rehearse_official(predictor: Any, data: str | Path, out_dir: Path, *, comp: 
     finally:
         os.chdir(here)
     references = {p.id: p.answer for p in problems}
-    from solver.answers import is_correct
+    from solver.core.answers import is_correct
 
     calls = tuple(
         GatewayCall(i, c.id, c.answer, references.get(c.id),
@@ -214,7 +214,7 @@ def rehearse_official(predictor: Any, data: str | Path, out_dir: Path, *, comp: 
                     c.seconds, None if i == 0 else comp.call_limit_s, None)
         for i, c in enumerate(predictor.calls))
     rehearsal = Rehearsal("kaggle_evaluation", comp.name, calls, time.monotonic() - started, comp.total_s)
-    from solver.run import write_atomic
+    from solver.loop.run import write_atomic
 
     write_atomic(out_dir / "report.md", report_markdown(rehearsal))
     return rehearsal
@@ -242,7 +242,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     from solver.config import ConfigError
     from solver.datasets import DatasetError, load_problems
-    from solver.kaggle import KagglePredictor, competition
+    from solver.kaggle.predictor import KagglePredictor, competition
     from solver.tiny_model import ModelError, resolve_model
 
     out = args.out or Path("runs") / time.strftime("kaggle-local-%Y%m%d-%H%M%S")

@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     import tempfile
 
     from solver.config import ConfigError
-    from solver.serve import LaunchError, ServerGroup, plan_servers, visible_gpus
+    from solver.engines.launch import LaunchError, ServerGroup, plan_servers, visible_gpus
     from solver.tiny_model import ModelError, resolve_model
 
     if not 0 < args.port < 65536:

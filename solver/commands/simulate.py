@@ -72,7 +72,7 @@ def _overrides(items: list[str]) -> tuple[tuple[str, object], ...]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from solver.simulate import SimulationError, SimulationRequest, simulate, write_outputs
+    from solver.offline.simulate import SimulationError, SimulationRequest, simulate, write_outputs
 
     try:
         overrides = _overrides(args.overrides)

@@ -57,14 +57,14 @@ def run(args: argparse.Namespace) -> int:
                 return fail("DATA is required (a CSV or JSONL problem file)")
         if not problems:
             return fail("no problems to solve")
-        from solver.run import check_runnable
+        from solver.loop.run import check_runnable
 
         check_runnable(config)  # before RUN_DIR exists: a bad name or path writes nothing
     except (ConfigError, DatasetError, LogError, ModelError) as exc:
         return fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
     from solver.progress import LiveProgress
-    from solver.run import summary_markdown
+    from solver.loop.run import summary_markdown
 
     created = not run_dir.exists()
     with LiveProgress(len(problems)) as progress:
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _solve(config: Any, problems: Any, run_dir: Path, resume: bool, progress: Any) -> Any:
-    from solver.run import solve_run
+    from solver.loop.run import solve_run
 
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()

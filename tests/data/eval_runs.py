@@ -17,7 +17,7 @@ from pathlib import Path
 from solver.config import Config, load_config
 from solver.runlog import RunLog
 from solver.types import Answer, Execution, Problem, ProblemResult, Repetition, Turn
-from solver.voting import decide, make_voter
+from solver.core.voting import decide, make_voter
 
 HERE = Path(__file__).parent
 SWEEP_DIR = HERE / "eval_sweep"
@@ -117,7 +117,7 @@ def build_run(run_dir: Path, config: Config, planned: list[Planned], *, seconds_
 
 
 def sweep_config(workers: int, reps: int) -> Config:
-    """The config ``solver.sweep.plan_runs`` gives the tiny preset for one worker count."""
+    """The config ``solver.offline.sweep.plan_runs`` gives the tiny preset for one worker count."""
     return load_config("tiny").replace({"solve.reps": reps, "solve.workers": workers, "stop.stoppers": [],
                                         "stop.confidence_warmup": 0, "budget.total_s": None,
                                         "budget.cutoff_s": None})
@@ -134,7 +134,7 @@ def build_sweep_runs(out: Path, workers: tuple[int, ...] = (1, 2), reps: int = 8
 
 
 def main() -> int:
-    from solver.sweep import PLOTS, run_sweep, spec_from_dict
+    from solver.offline.sweep import PLOTS, run_sweep, spec_from_dict
 
     shutil.rmtree(SWEEP_DIR, ignore_errors=True)
     build_sweep_runs(SWEEP_DIR)

@@ -1,0 +1,1 @@
+"""The Kaggle submission: the ``predict`` adapter and the competition gateway glue."""

@@ -1,0 +1,240 @@
+"""Solving problems: W repetitions in flight per problem, votes as they finish, an early stop or the deadline
+cancels the rest (engine requests aborted, queued snippets dropped), and the voted answer comes back at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+
+from solver.core.answers import is_correct
+from solver.clock import SystemClock, remaining
+from solver.config import Config
+from solver.loop.prompts import PromptBuilder, Template
+from solver.loop.repetition import Activity, run_repetition
+from solver.core.stopping import confidence_threshold, make_stopper, stop_reason
+from solver.types import Clock, Engine, Problem, ProblemResult, Repetition, Sandbox, VoteState
+from solver.core.voting import decide, make_voter
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SolveEvent:
+    """Progress of one problem, for displays: emitted when it starts, after each repetition, and at the end."""
+
+    kind: str  # "start" | "repetition" | "end"
+    problem_id: str
+    finished: int
+    launched: int
+    target: int  # repetitions at most
+    leader: str | None  # the answer leading the vote now
+    result: ProblemResult | None = None
+
+
+class ProblemSolver:
+    def __init__(self, config: Config, engine: Engine, sandbox: Sandbox, *, clock: Clock | None = None,
+                 on_repetition: Callable[[Repetition], None] | None = None,
+                 on_event: Callable[[SolveEvent], None] | None = None) -> None:
+        self.config = config
+        self.engine = engine
+        self.sandbox = sandbox
+        self.clock = clock or SystemClock()
+        self.voter = make_voter(config.vote, config.answers)
+        self.prompt = PromptBuilder(Template.load(config.prompt.template), engine.tokenizer,
+                                    config.prompt.output_chars)
+        self.on_repetition = on_repetition or (lambda rep: None)
+        self.on_event = on_event or (lambda event: None)
+        self._launch_order = itertools.count()  # request priority: earlier-launched repetitions go first
+
+    async def solve(self, problem: Problem, *, deadline: float | None = None,
+                    done: Sequence[Repetition] = ()) -> ProblemResult:
+        """Vote over up to ``solve.reps`` repetitions; ``done`` are earlier finished ones (a resumed run)."""
+        cfg = self.config
+        started = self.clock.now()
+        t0 = time.monotonic()
+        target = cfg.solve.reps
+        stopper = make_stopper(cfg.stop, target)
+        finished: list[Repetition] = [r for r in done if r.status != "cancelled"]
+        used = {r.index for r in finished}
+        free_indices = (i for i in itertools.count() if i not in used)
+        # Only repetitions that vote (done / length) enter the vote state; errors and filtered ones do not.
+        ballots = [self.voter.ballot(r) for r in finished if r.votes]
+        warmup_lowest: list[float] = []
+        threshold: list[float | None] = [None]
+
+        def floor() -> float | None:
+            return threshold[0]
+
+        def note_confidence(rep: Repetition) -> None:
+            """DeepConf online: after K warm-up repetitions, traces below their low percentile are cut."""
+            k = cfg.stop.confidence_warmup
+            if k <= 0 or not rep.votes:
+                return
+            lows = [t.tail_confidence for t in rep.turns if t.tail_confidence is not None]
+            if lows and len(warmup_lowest) < k:
+                warmup_lowest.append(min(lows))
+                if len(warmup_lowest) == k:
+                    threshold[0] = confidence_threshold(warmup_lowest, cfg.stop.confidence_percentile)
+
+        for rep in finished:
+            note_confidence(rep)
+
+        def state() -> VoteState:
+            return VoteState(tuple(ballots), target)
+
+        def leader() -> str | None:
+            return decide(self.voter, ballots, "") or None if ballots else None
+
+        activity = Activity()
+        auto = cfg.solve.workers == 0
+        capacity = self.engine_capacity()
+
+        def may_launch(in_flight: int) -> bool:
+            """Fixed W, or (auto) while the engine has a free batch slot: repetitions running code are not
+            in the engine, so others are launched to take their place."""
+            if not auto:
+                return in_flight < cfg.solve.workers
+            return in_flight - activity.executing < capacity
+
+        pending: dict[asyncio.Task[Repetition], int] = {}
+        launched = len(finished)
+        stopped_by: str | None = "max_reps" if launched >= target else None
+        if stopped_by is None and finished:
+            stopped_by = stop_reason(stopper, state())
+        self.on_event(SolveEvent("start", problem.id, len(finished), launched, target, leader()))
+        try:
+            while stopped_by is None:
+                if deadline is not None and self.clock.now() >= deadline:
+                    stopped_by = "deadline"
+                    break
+                while launched < target and may_launch(len(pending)):
+                    index = next(free_indices)
+                    task = asyncio.create_task(run_repetition(
+                        problem, index, engine=self.engine, sandbox=self.sandbox, prompt=self.prompt,
+                        config=cfg, confidence_floor=floor, activity=activity, priority=next(self._launch_order)),
+                        name=f"{problem.id}-r{index}")
+                    pending[task] = index
+                    launched += 1
+                if not pending:
+                    stopped_by = "max_reps"
+                    break
+                activity.changed.clear()
+                waiting: set[asyncio.Future[object]] = set(pending)
+                wake = asyncio.ensure_future(activity.changed.wait()) if auto else None
+                if wake is not None:
+                    waiting.add(wake)
+                try:
+                    done_now, _ = await asyncio.wait(waiting, timeout=remaining(self.clock, deadline),
+                                                     return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    if wake is not None:
+                        wake.cancel()
+                ready = [t for t in done_now if t in pending]
+                for task in ready:
+                    pending.pop(task)
+                    rep = task.result()
+                    finished.append(rep)
+                    if rep.votes:
+                        ballots.append(self.voter.ballot(rep))
+                    note_confidence(rep)
+                    self.on_repetition(rep)
+                    self.on_event(SolveEvent("repetition", problem.id, len(finished), launched, target,
+                                             leader()))
+                if ready:
+                    stopped_by = stop_reason(stopper, state())
+        finally:
+            late = await self._cancel(pending)
+        for rep in late:  # finished in the instant between the stop and its cancel: it counts as it ended
+            if rep.status != "cancelled":
+                finished.append(rep)
+                if rep.votes:
+                    ballots.append(self.voter.ballot(rep))
+        answer = decide(self.voter, ballots, cfg.answers.default)
+        correct = is_correct(answer, problem.answer, cfg.answers) if problem.answer is not None else None
+        result = ProblemResult(
+            problem_id=problem.id, answer=answer, votes=state().counts, repetitions=len(finished),
+            launched=launched, stopped_by=stopped_by, duration_s=time.monotonic() - t0,
+            generated_tokens=sum(r.generated_tokens for r in finished), correct=correct)
+        log.info("problem %s: %s after %d repetitions (%s, %.1f s)", problem.id, answer, len(finished),
+                 stopped_by, self.clock.now() - started)
+        self.on_event(SolveEvent("end", problem.id, len(finished), launched, target, answer, result))
+        return result
+
+    def engine_capacity(self) -> int:
+        """Sequences the engine batches at once: its own ``capacity`` if it has one, else vLLM's
+        ``max_num_seqs`` from the engine arguments, else 64."""
+        capacity = getattr(self.engine, "capacity", None)
+        if isinstance(capacity, int) and capacity > 0:
+            return capacity
+        return int(self.config.engine.args.get("max_num_seqs", 64))
+
+    async def _cancel(self, pending: dict[asyncio.Task[Repetition], int]) -> list[Repetition]:
+        """Cancel what is still running; log and return the partial repetitions (status "cancelled", or the
+        rare one that finished just before its cancel arrived)."""
+        if not pending:
+            return []
+        for task in pending:
+            task.cancel()
+        outcomes = await asyncio.gather(*pending, return_exceptions=True)
+        late: list[Repetition] = []
+        for outcome in outcomes:
+            if isinstance(outcome, Repetition):
+                self.on_repetition(outcome)
+                late.append(outcome)
+            elif isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
+                log.warning("a cancelled repetition failed while stopping: %r", outcome)
+        return late
+
+
+class Session:
+    """The engine and sandbox for a run. The sandbox's warm process starts first, before the engine exists, so
+    it is never a fork of a process holding engine (or CUDA) state."""
+
+    def __init__(self, config: Config, *, clock: Clock | None = None,
+                 on_repetition: Callable[[Repetition], None] | None = None,
+                 on_event: Callable[[SolveEvent], None] | None = None) -> None:
+        self.config = config
+        self.clock = clock
+        self.on_repetition = on_repetition
+        self.on_event = on_event
+        self.engine: Engine | None = None
+        self.sandbox: Sandbox | None = None
+        self.solver: ProblemSolver
+
+    async def __aenter__(self) -> Session:
+        from solver.engines import open_engine
+        from solver.sandbox.pool import create_sandbox
+
+        sandbox = create_sandbox(self.config.sandbox)
+        self.sandbox = sandbox
+        try:
+            await sandbox.start()  # type: ignore[attr-defined]
+            self.engine = await open_engine(self.config)
+            self.solver = ProblemSolver(self.config, self.engine, sandbox, clock=self.clock,
+                                        on_repetition=self.on_repetition, on_event=self.on_event)
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        engine, sandbox = self.engine, self.sandbox
+        self.engine = self.sandbox = None
+        try:
+            if engine is not None:
+                await engine.close()
+        finally:
+            if sandbox is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    await sandbox.close()

@@ -1,0 +1,1 @@
+"""Offline analysis of run logs: simulation, sweeps, reports, plots, sample import."""

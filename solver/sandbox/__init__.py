@@ -1,0 +1,1 @@
+"""Code execution: the pool (parent side) and the isolated worker it starts."""

@@ -1,0 +1,180 @@
+"""Stopping policies on hand-written vote sequences, their combination, and the confidence functions."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from scipy.stats import beta as beta_dist
+
+from solver.config import ConfigError, StopConfig
+from solver.core.stopping import (
+    STOPPERS,
+    agree,
+    agree_rules,
+    beta,
+    beta_probability,
+    confidence_threshold,
+    esc,
+    group_confidences,
+    lowest_group_confidence,
+    make_stopper,
+    max_reps,
+    parse_stopper,
+    stop_reason,
+    token_confidence,
+    top_counts,
+    ztest,
+)
+from solver.types import Ballot, VoteState
+
+EMPTY = VoteState((), 8)
+
+
+def state(votes: str, max_repetitions: int = 16, weight: float = 1.0) -> VoteState:
+    """One character per finished repetition; '.' is a repetition without an answer."""
+    return VoteState(tuple(None if v == "." else Ballot(v, weight) for v in votes), max_repetitions)
+
+
+def first_stop(policy, votes: str) -> int | None:
+    """How many finished repetitions the policy needed on this sequence, or None."""
+    for n in range(len(votes) + 1):
+        if policy(state(votes[:n])):
+            return n
+    return None
+
+
+def test_registry_names() -> None:
+    assert STOPPERS.names() == ["agree", "agree_rules", "beta", "esc", "max_reps", "ztest"]
+
+
+def test_no_policy_stops_on_the_empty_vote() -> None:
+    for spec in ["agree_rules", "agree:1", "ztest", "beta", "esc:1"]:
+        assert not parse_stopper(spec)(EMPTY), spec
+    assert not max_reps(EMPTY)
+    assert max_reps(VoteState((), 0))
+
+
+@pytest.mark.parametrize(("votes", "stop_at"), [
+    ("1111", 4),              # 4 agree within the first 4
+    ("1112", None),           # 3 of 4 is not enough yet
+    ("11121", 5),             # 4 of the last 5
+    ("1122111", 7),           # 5 agree with f <= 7, no 5-window holding 4
+    ("111.2.111", 9),         # 6 agree with f <= 9, only 7 answers collected
+    ("12131415", 8),          # 8 answers collected (1 has 5 votes, but f = 8 > 7)
+    ("1.1.1.1.1", None),      # 5 answers at f = 9: nothing fires
+])
+def test_agree_rules_sequences(votes: str, stop_at: int | None) -> None:
+    assert first_stop(agree_rules, votes) == stop_at
+
+
+def test_agree_k() -> None:
+    assert first_stop(lambda s: agree(s, 4), "1213141") == 7
+    assert first_stop(lambda s: agree(s, 2), "123.4") is None
+    assert parse_stopper("agree").name == "agree:4"
+
+
+def test_ztest_needs_a_significant_gap() -> None:
+    alpha = 0.05
+    assert first_stop(lambda s: ztest(s, alpha), "12112111") == 8  # z = 1.60 at 5:2, 2.0 at 6:2
+    assert first_stop(lambda s: ztest(s, alpha), "11") == 2  # unanimous: z = sqrt(2n)
+    assert first_stop(lambda s: ztest(s, alpha), "1212") is None
+    assert first_stop(lambda s: ztest(s, 0.01), "12112111") is None  # stricter level: z must exceed 2.33
+
+
+def test_beta_matches_the_adaptive_consistency_formula() -> None:
+    assert beta_probability(state("1111")) == pytest.approx(1 - 0.5**5)
+    assert beta_probability(state("11112")) == pytest.approx(57 / 64)
+    assert beta_probability(state("1.2113")) == pytest.approx(beta_dist.sf(0.5, 4, 2))
+    assert first_stop(lambda s: beta(s, 0.95), "1211111") == 7  # 5:1 gives 0.9375, 6:1 gives 0.965
+    assert first_stop(lambda s: beta(s, 0.95), "12121212") is None
+
+
+def test_esc_windows_are_aligned() -> None:
+    assert first_stop(lambda s: esc(s, 5), "11111") == 5
+    assert first_stop(lambda s: esc(s, 5), "1111211111") == 10
+    assert first_stop(lambda s: esc(s, 5), "2111113333") is None  # five 1s, but across two windows
+    assert first_stop(lambda s: esc(s, 5), "1111.") is None  # a missing answer breaks its window
+    assert first_stop(lambda s: esc(s, 2), "1233") == 4
+
+
+def test_policies_count_votes_not_weights() -> None:
+    light = state("1111", weight=0.6)
+    assert agree_rules(light) and agree(light, 4) and beta(light, 0.95)
+    assert top_counts(light) == (4, 0)
+
+
+def test_order_free_policies_ignore_the_order_of_ballots() -> None:
+    rng = random.Random(3)
+    policies = [parse_stopper(s) for s in ["agree:3", "beta", "beta:0.8", "ztest", "ztest:0.2"]]
+    for _ in range(150):
+        votes = "".join(rng.choice("1112233.") for _ in range(rng.randint(0, 10)))
+        shuffled = "".join(rng.sample(votes, len(votes)))
+        for policy in policies:
+            assert policy(state(votes)) == policy(state(shuffled)), (policy.name, votes, shuffled)
+
+
+def test_empty_stopper_list_stops_only_at_max_repetitions() -> None:
+    stopper = make_stopper(StopConfig(), max_repetitions=3)
+    assert not stopper(state("11", max_repetitions=8))  # unanimous, but no policy but the limit
+    assert stopper(state("1.2", max_repetitions=8))  # the factory's limit
+    assert stopper(state("12", max_repetitions=2))  # the state's own smaller limit
+    assert stop_reason(stopper, state("12", max_repetitions=2)) == "max_reps"
+
+
+def test_any_and_all_combinations() -> None:
+    any_ = make_stopper(StopConfig(stoppers=("agree:3", "esc:2")), max_repetitions=16)
+    all_ = make_stopper(StopConfig(stoppers=("agree:3", "esc:2"), combine="all"), max_repetitions=16)
+    assert stop_reason(any_, state("11")) == "esc:2"
+    assert stop_reason(all_, state("11")) is None
+    assert stop_reason(any_, state("121.1")) == "agree:3"
+    assert stop_reason(all_, state("121.1")) is None
+    assert stop_reason(all_, state("1211")) == "agree:3+esc:2"
+    assert stop_reason(all_, state("1" + "23" * 8, max_repetitions=17)) == "max_reps"
+    assert any_(state("11")) and not all_(state("11"))
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("nope", "unknown stopper 'nope'"),
+    ("beta:abc", "stopper 'beta' needs a number in"),
+    ("beta:1.5", "stopper 'beta' needs a number in"),
+    ("esc:0", "stopper 'esc' needs a number in"),
+    ("esc:2.5", "stopper 'esc' needs a whole number"),
+    ("agree_rules:3", "stopper 'agree_rules' takes no parameter"),
+])
+def test_bad_stopper_specs_are_config_errors(spec: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        make_stopper(StopConfig(stoppers=(spec,)), max_repetitions=8)
+
+
+# ---- DeepConf-style confidence ------------------------------------------------------------------------------
+
+
+def test_token_confidence_is_minus_the_mean_top_logprob() -> None:
+    assert token_confidence([-0.01, -4.0, -8.0]) == pytest.approx(4.003333, rel=1e-5)
+    assert token_confidence([0.0]) == 0.0
+    with pytest.raises(ValueError):
+        token_confidence([])
+
+
+def test_group_confidences_match_a_naive_sliding_mean() -> None:
+    rng = random.Random(11)
+    for _ in range(50):
+        conf = [rng.uniform(0, 10) for _ in range(rng.randint(1, 40))]
+        window = rng.randint(1, 12)
+        naive = [sum(conf[i:i + window]) / window for i in range(len(conf) - window + 1)] or [sum(conf) / len(conf)]
+        assert group_confidences(conf, window) == pytest.approx(naive)
+        assert lowest_group_confidence(conf, window) == pytest.approx(min(naive))
+    assert lowest_group_confidence([], 4) is None
+    with pytest.raises(ValueError):
+        group_confidences([1.0], 0)
+
+
+def test_confidence_threshold_is_a_percentile_of_warmup_lows() -> None:
+    lows = [5.0, 1.0, 3.0, 2.0, 4.0]
+    assert confidence_threshold(lows, 0) == 1.0
+    assert confidence_threshold(lows, 100) == 5.0
+    assert confidence_threshold(lows, 50) == 3.0
+    assert confidence_threshold(lows, 10) == pytest.approx(1.4)
+    with pytest.raises(ValueError):
+        confidence_threshold([], 10)

