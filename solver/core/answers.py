@@ -9,6 +9,7 @@ math-verify's work with its own deadline because math-verify's alarm-based timeo
 from __future__ import annotations
 
 import logging
+import math
 import re
 import threading
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ MAX_DIGITS = 4000
 MAX_BOX_CHARS = 2000
 # Longest canonical MATH-style answer kept (characters); longer candidates are prose, not answers.
 MAX_ANSWER_CHARS = 300
+# A \sum or \prod in an answer is expanded term by term up to this many terms.
+MAX_TERMS = 1000
 # math-verify gets at most this long (seconds) per comparison; its inputs are canonical answers, so at most
 # MAX_ANSWER_CHARS characters each.
 GRADE_TIMEOUT_S = 5.0
@@ -170,12 +173,56 @@ def _phrase_value(tail: str) -> str | None:
 
 
 def _phrases(text: str) -> list[_Span]:
+    """Every "the answer is" phrase with its value, wherever it stands (code output reads them this way)."""
     out = []
     for m in _PHRASE.finditer(text):
         value = _phrase_value(text[m.end() : m.end() + 2 * MAX_ANSWER_CHARS])
         # A phrase around a box ("the final answer is $\boxed{5}$") is the box itself; count it once.
         if value is not None and "\\boxed" not in value and "\\fbox" not in value:
             out.append(_Span(m.start(), value))
+    return out
+
+
+# Words that make "the answer is N" a supposition or a rejected guess rather than a conclusion, when they stand
+# earlier in the same sentence ("Suppose the answer is 7", "if the answer is 7", "a wrong guess: the answer is 7").
+_HYPOTHETICAL = re.compile(
+    r"\b(?:suppose|supposing|assume|assuming|if|whether|guess|maybe|perhaps|might|could|would|should|"
+    r"not|isn't|wasn't|wrong|incorrect|claim|say|check|verify|test)\b", re.IGNORECASE)
+# A phrase is a conclusion only near the end: at most this many characters of reasoning may follow its
+# sentence (boxes excluded), enough for "I hope it is correct." and a short check, not for a derivation.
+CONCLUSION_CHARS = 200
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
+
+
+def _conclusions(text: str) -> list[_Span]:
+    """The "the answer is N" phrases that conclude the text: not a supposition, not a question, and not followed
+    by further reasoning (more than ``CONCLUSION_CHARS`` characters after its sentence, boxes not counted).
+
+    >>> [p.raw for p in _conclusions("Adding them up, the answer is 12. I hope it is correct.")]
+    ['12']
+    >>> _conclusions("Suppose the answer is 7. Then 7 is odd, a contradiction.")
+    []
+    >>> _conclusions("So the answer is 7? No: 7 is odd.")
+    []
+    >>> _conclusions("The answer is 7. " + "Now we redo the count more carefully. " * 10)
+    []
+    """
+    out = []
+    for span in _phrases(text):
+        sentence_start = max(text.rfind(ch, 0, span.start) for ch in ".!?\n") + 1
+        if _HYPOTHETICAL.search(text, sentence_start, span.start):
+            continue
+        match = _PHRASE.match(text, span.start)
+        value_at = text.find(span.raw, match.end() if match else span.start)
+        value_end = value_at + len(span.raw) if value_at >= 0 else span.start
+        end = _SENTENCE_END.search(text, value_end)
+        if end is not None and text[end.start()] == "?":
+            continue
+        tail = text[end.end() :] if end is not None else ""
+        for box in _boxes(tail):  # a box after the phrase is the answer restated, not more reasoning
+            tail = tail.replace(box.raw, "")
+        if len(tail.strip()) <= CONCLUSION_CHARS:
+            out.append(span)
     return out
 
 
@@ -200,7 +247,7 @@ def _unwrap(s: str, command: str) -> str:
 def _strip_wrappers(raw: str) -> str:
     """Remove what surrounds an answer but is not part of it: boxes, maths delimiters, trailing periods."""
     s = raw.strip()
-    for _ in range(4):  # wrappers nest a few levels at most: $\boxed{\(5\)}$.
+    for _ in range(4):  # wrappers nest a few levels at most: $\boxed{\(5\)}$, \boxed{{5}}.
         before = s
         s = s.strip().rstrip(".").strip()
         math = _delimited(s)
@@ -209,6 +256,8 @@ def _strip_wrappers(raw: str) -> str:
         box = _BOX_OPEN.match(s)
         if box is not None and s.startswith("{", box.end()) and _matching_brace(s, box.end()) == len(s) - 1:
             s = s[box.end() + 1 : -1].strip()
+        while s.startswith("{") and _matching_brace(s, 0) == len(s) - 1:  # doubled braces: \boxed{{42}}
+            s = s[1:-1].strip()
         if s == before:
             break
     return s
@@ -228,15 +277,54 @@ def _clean_latex(s: str) -> str:
 def _drop_units(s: str) -> str:
     """Drop a trailing ``\\text{ cm}``-style unit after a value; unwrap any other ``\\text{...}``.
 
-    >>> _drop_units(r"17\\text{ cm}")
-    '17'
+    >>> _drop_units(r"17\\text{ cm}"), _drop_units(r"3\\text{ cm}^2")
+    ('17', '3')
     >>> _drop_units(r"\\text{(C)}")
     '(C)'
     """
-    s = re.sub(r"(?<=[\d}])\s*\\(?:text|mbox|mathrm)\s*\{\s*[a-zA-Z][a-zA-Z .^0-9]*\}\s*$", "", s)
+    s = re.sub(r"(?<=[\d}])\s*\\(?:text|mbox|mathrm)\s*\{\s*[a-zA-Z][a-zA-Z .^0-9]*\}(?:\^\s*\{?\s*\d\s*\}?)?\s*$",
+               "", s)
     for command in ("text", "textbf", "mbox", "mathrm", "mathbf", "textnormal"):
         s = _unwrap(s, command)
     return s.strip()
+
+
+# What may stand before the value in an integer answer and is not part of it.
+_LEAD_PHRASE = re.compile(r"(?:the\s+)?(?:final\s+)?answer\s*(?:is\b|[:=])\s*", re.IGNORECASE)
+_CHOICE_LABEL = re.compile(r"(?:\(\s*[A-Ea-e]\s*\)|[A-E][.)])\s*[.:]?\s*(?=.*\d)")  # "(B) 12", "B. 12"
+_CURRENCY = re.compile(r"^(?:\\\$|\$|US\$|USD|€|£|¥|\\euro|\\pounds|\\yen)\s*|\s*(?:\\\$|\$|€|£|¥)$")
+# An equation's right side is the value unless its left side is still to be solved ("2x = 10", "x^2 = 49").
+_UNSOLVED_SIDE = re.compile(r"\d\s*[a-zA-Z]|[a-zA-Z}]\s*\^|[,;]")
+
+
+def _value_part(s: str) -> str:
+    """The part of an integer answer that holds its value: labels, currency, an equation's left side dropped.
+
+    >>> [_value_part(x) for x in ["The answer is 42", "(B) 12", r"\\$42", "m+n=42", r"x \\equiv 7 \\pmod{9}"]]
+    ['42', '12', '42', '42', '7']
+    >>> _value_part("2x = 10"), _value_part("a=3, b=4")
+    ('2x = 10', 'a=3, b=4')
+    """
+    s = s.strip().rstrip(".").strip()
+    s = re.sub(r"\\pmod\b.*$|\(\s*mod\b.*$", "", s).strip()  # "42 \pmod{1000}": a congruence, not an operation
+    if (m := _LEAD_PHRASE.match(s)) is not None:
+        s = s[m.end() :]
+    if (m := _CHOICE_LABEL.match(s)) is not None:
+        s = s[m.end() :]
+    s = _CURRENCY.sub("", s).strip()
+    equals = [m for m in re.finditer(r"=|\\equiv(?![a-zA-Z])", s) if _depth(s, m.start()) == 0]
+    if equals and not _UNSOLVED_SIDE.search(s[: equals[-1].start()]):  # "\sum_{k=1}" is no equation
+        s = s[equals[-1].end() :].strip()
+    return s
+
+
+def _depth(s: str, at: int) -> int:
+    """Brace depth at offset ``at``.
+
+    >>> _depth("a_{k=1}=5", 4), _depth("a_{k=1}=5", 7)
+    (1, 0)
+    """
+    return s.count("{", 0, at) - s.count("}", 0, at)
 
 
 def _integer(s: str) -> int | None:
@@ -246,13 +334,12 @@ def _integer(s: str) -> int | None:
     [42, 1000, 1000, 27, -5, 42, 1024, 7, 17]
     >>> [_integer(x) for x in ["2.5", "x+1", "1,2", "3/2", "2x", ""]]
     [None, None, None, None, None, None]
-    >>> _integer("1 2"), _integer("- 5")
-    (None, -5)
+    >>> _integer("1 2"), _integer("- 5"), _integer("-2^2"), _integer("1.2e3")
+    (None, -5, -4, 1200)
+    >>> _integer(r"1234 \\bmod 1000"), _integer(r"\\binom{10}{3}"), _integer(r"\\sqrt{144}"), _integer("5!")
+    (234, 120, 12, 120)
     """
-    s = s.strip().rstrip(".").strip()
-    s = re.sub(r"\\(?:pmod|bmod|mod)\b.*$|\(\s*mod\b.*$", "", s).strip()  # "42 \pmod{1000}"
-    if (eq := re.fullmatch(r"[a-zA-Z]\w*\s*=\s*(.+)", s)) is not None:
-        s = eq.group(1).strip()
+    s = _value_part(s)
     s = re.sub(r"(?<=\d)\s+(?=[a-zA-Z]{2,}(?:\s+[a-zA-Z]+)*$)[a-zA-Z\s]*$", "", s)  # "17 cm", "3 ways"
     if re.fullmatch(r"[-+]?\d{1,3}(?: \d{3})+", s):
         s = s.replace(" ", "")
@@ -267,12 +354,169 @@ def _integer(s: str) -> int | None:
         num, den = (m.group(1), m.group(2)) if m.group(1) else (m.group(3) + m.group(4), m.group(5))
         value = Fraction(int(num), int(den)) if int(den) else None
         return int(value) if value is not None and value.denominator == 1 else None
-    if (m := re.fullmatch(r"(-?\d+)\^\{?(\d+)\}?", s)) is not None:
-        base, exp = int(m.group(1)), int(m.group(2))
-        # Bound the result to MAX_DIGITS digits before computing it (len(str(|base|)) * exp overestimates).
-        if base in (0, 1, -1) or len(str(abs(base))) * exp <= MAX_DIGITS:
-            return base**exp
-    return None
+    if (m := re.fullmatch(r"([-+]?)(\d+)\^\{?(\d+)\}?", s)) is not None:
+        # The sign stays outside the power: -2^2 is -(2^2).
+        sign, base, exp = -1 if m.group(1) == "-" else 1, int(m.group(2)), int(m.group(3))
+        # Bound the result to MAX_DIGITS digits before computing it (len(str(base)) * exp overestimates).
+        if base in (0, 1) or len(str(base)) * exp <= MAX_DIGITS:
+            return sign * base**exp
+        return None
+    if (m := re.fullmatch(r"([-+]?\d+(?:\.\d+)?)[eE]([-+]?\d+)", s)) is not None:  # 1.2e3, scientific notation
+        if abs(int(m.group(2))) > MAX_DIGITS:
+            return None
+        number = Fraction(Decimal(s))
+        return int(number) if number.denominator == 1 else None
+    value = _evaluated(s)
+    return int(value) if value is not None and value.denominator == 1 else None
+
+
+# ---- integer-valued expressions -------------------------------------------------------------------------
+# Roots, powers, products, binomials, factorials, scientific notation and \bmod: the LaTeX is parsed by
+# latex2sympy2_extended (unevaluated) and the tree is evaluated exactly here with every operation bounded
+# before it runs, so no candidate can make the solver compute a huge number. Time is bounded by construction:
+# the input is at most MAX_ANSWER_CHARS characters and every intermediate value at most MAX_DIGITS digits.
+
+
+def _evaluated(s: str) -> Fraction | None:
+    """The exact value of a numeric LaTeX expression, or None (letters, non-rational, too large, unparsable).
+
+    >>> [_evaluated(x) for x in [r"\\frac{-6}{2}", r"3 \\times 10^{4}", r"\\prod_{k=1}^{4} k", r"\\sqrt[3]{27}"]]
+    [Fraction(-3, 1), Fraction(30000, 1), Fraction(24, 1), Fraction(3, 1)]
+    >>> [_evaluated(x) for x in [r"\\sqrt{2}", r"2^{2^{40}}", r"\\binom{10^{9}}{5 \\cdot 10^{8}}", "x+1", r"\\pi"]]
+    [None, None, None, None, None]
+    """
+    if len(s) > MAX_ANSWER_CHARS or not re.search(r"\d", s):
+        return None
+
+    # Letters outside commands mean unknowns (x, n, cm): not a number, and no reason to parse.
+    bare = re.sub(r"\\[a-zA-Z]+|\\sum_\{?[a-z]|\\prod_\{?[a-z]|\bmod\b", "", s)
+    bound = re.search(r"\\(?:sum|prod)_\{?\s*([a-z])", s)
+    if re.search(r"[a-zA-Z]", bare if bound is None else bare.replace(bound.group(1), "")):
+        return None
+    s = re.sub(r"\\bmod(?![a-zA-Z])", r"\\mod ", s)
+    try:
+        from latex2sympy2_extended import latex2sympy  # ~0.5 s to import: only paid for expression answers
+        from latex2sympy2_extended.math_normalization import NormalizationConfig, normalize_latex
+        from sympy.core.parameters import evaluate
+
+        # Only the brace-less operators are repaired (\frac{84}2, \sqrt2); the rest is already clean.
+        s = normalize_latex(s, NormalizationConfig(basic_latex=False, units=False, malformed_operators=True,
+                                                   nits=False, boxed="none", equations=False))
+        with evaluate(False):  # keep 2^{2^{40}} a tree: sizes are checked before anything is computed
+            expr = latex2sympy(s, normalization_config=None)
+    except (Exception, RecursionError) as exc:  # noqa: BLE001 - the parser raises bare Exception on bad LaTeX
+        _log.debug("not an expression: %r (%r)", s, exc)
+        return None
+    return _exact(expr)
+
+
+def _digits(value: Fraction) -> int:
+    return max(len(str(abs(value.numerator))), len(str(value.denominator)))
+
+
+def _exact(expr: object, depth: int = 0) -> Fraction | None:
+    """Evaluate a sympy tree of numbers exactly, refusing (None) any step whose result would pass MAX_DIGITS."""
+    import sympy
+
+    if depth > 100:
+        return None
+    args = getattr(expr, "args", ())
+    if isinstance(expr, (sympy.Integer, sympy.Rational)):
+        return Fraction(int(expr.p), int(expr.q))
+    if isinstance(expr, sympy.Float):
+        return Fraction(Decimal(str(expr))) if expr.is_finite else None  # the digits as written: 1.5 is 3/2
+    if isinstance(expr, sympy.Equality):
+        return _exact(expr.rhs, depth + 1) if not expr.rhs.free_symbols else None
+    if isinstance(expr, (sympy.Sum, sympy.Product)):
+        return _series(expr, depth)
+    values = [_exact(a, depth + 1) for a in args] if args else []
+    if not args or any(v is None for v in values):
+        return None
+    out: Fraction | None
+    if isinstance(expr, sympy.Add):
+        out = sum(values, Fraction(0))  # type: ignore[arg-type]
+    elif isinstance(expr, sympy.Mul):
+        out = Fraction(1)
+        for v in values:
+            out *= v  # type: ignore[operator]
+            if _digits(out) > 2 * MAX_DIGITS:
+                return None
+    elif isinstance(expr, sympy.Pow):
+        out = _power(values[0], values[1])  # type: ignore[arg-type]
+    elif isinstance(expr, sympy.Mod):
+        a, m = values
+        out = a % m if a.denominator == 1 and m.denominator == 1 and m != 0 else None  # type: ignore[union-attr,operator]
+    elif isinstance(expr, sympy.factorial):
+        n = values[0]
+        ok = n.denominator == 1 and 0 <= n and math.lgamma(int(n) + 1) / math.log(10) <= MAX_DIGITS  # type: ignore[union-attr,operator]
+        out = Fraction(math.factorial(int(n))) if ok else None  # type: ignore[arg-type]
+    elif isinstance(expr, sympy.binomial):
+        n, k = values
+        out = _binomial(n, k)  # type: ignore[arg-type]
+    elif isinstance(expr, (sympy.floor, sympy.ceiling)):
+        out = Fraction(math.floor(values[0]) if isinstance(expr, sympy.floor) else math.ceil(values[0]))  # type: ignore[arg-type]
+    elif isinstance(expr, sympy.Abs):
+        out = abs(values[0])  # type: ignore[arg-type]
+    else:
+        return None
+    return out if out is not None and _digits(out) <= 2 * MAX_DIGITS else None
+
+
+def _power(base: Fraction, exp: Fraction) -> Fraction | None:
+    """``base ** exp`` when it is rational and at most MAX_DIGITS digits; roots only when exact.
+
+    >>> _power(Fraction(27), Fraction(1, 3)), _power(Fraction(2), Fraction(-2)), _power(Fraction(2), Fraction(1, 2))
+    (Fraction(3, 1), Fraction(1, 4), None)
+    >>> _power(Fraction(10), Fraction(10**9)) is None, _power(Fraction(0), Fraction(-1)) is None
+    (True, True)
+    """
+    from sympy import integer_nthroot
+
+    if base == 0:
+        return Fraction(0) if exp > 0 else None
+    if abs(exp.numerator) * _digits(base) > MAX_DIGITS * max(1, exp.denominator) or exp.denominator > 64:
+        return None
+    if exp.denominator > 1:
+        if base < 0:
+            return None
+        roots = [integer_nthroot(part, exp.denominator) for part in (base.numerator, base.denominator)]
+        if not all(exact for _, exact in roots):
+            return None
+        base = Fraction(int(roots[0][0]), int(roots[1][0]))
+    return base ** exp.numerator
+
+
+def _binomial(n: Fraction, k: Fraction) -> Fraction | None:
+    if n.denominator != 1 or k.denominator != 1 or n < 0:
+        return None
+    n_, k_ = int(n), int(k)
+    if not 0 <= k_ <= n_:
+        return Fraction(0)
+    k_ = min(k_, n_ - k_)
+    log10 = (math.lgamma(n_ + 1) - math.lgamma(k_ + 1) - math.lgamma(n_ - k_ + 1)) / math.log(10)
+    return Fraction(math.comb(n_, k_)) if log10 <= MAX_DIGITS else None
+
+
+def _series(expr: object, depth: int) -> Fraction | None:
+    """A ``\\sum`` or ``\\prod`` over at most MAX_TERMS integer steps, each term evaluated exactly."""
+    import sympy
+    from sympy.core.parameters import evaluate
+
+    term, (var, low, high) = expr.args[0], expr.args[1]  # type: ignore[attr-defined]
+    lo, hi = _exact(low, depth + 1), _exact(high, depth + 1)
+    if lo is None or hi is None or lo.denominator != 1 or hi.denominator != 1 or hi - lo > MAX_TERMS:
+        return None
+    product = isinstance(expr, sympy.Product)
+    out = Fraction(1 if product else 0)
+    for i in range(int(lo), int(hi) + 1):
+        with evaluate(False):
+            value = _exact(term.subs(var, sympy.Integer(i)), depth + 1)
+        if value is None:
+            return None
+        out = out * value if product else out + value
+        if _digits(out) > 2 * MAX_DIGITS:
+            return None
+    return out
 
 
 def _canonical(s: str) -> str | None:
@@ -343,7 +587,10 @@ def _answers(spans: list[tuple[_Span, AnswerSource]], rules: AnswerConfig) -> tu
 
 
 def extract_answers(text: str, rules: AnswerConfig) -> tuple[Answer, ...]:
-    """Every boxed and "the answer is" candidate that normalises, in order of appearance.
+    """Every boxed candidate and every concluding "the answer is" phrase that normalises, in order.
+
+    A phrase in the middle of the reasoning ("Suppose the answer is 7. Then ...") is not a candidate; see
+    :func:`_conclusions`.
 
     >>> [(a.value, a.source) for a in extract_answers(r"The answer is 12. Check: $\\boxed{12}$", AnswerConfig())]
     [('12', 'phrase'), ('12', 'boxed')]
@@ -351,37 +598,70 @@ def extract_answers(text: str, rules: AnswerConfig) -> tuple[Answer, ...]:
     ()
     """
     spans: list[tuple[_Span, AnswerSource]] = [(b, "boxed") for b in _boxes(text)]
-    spans += [(p, "phrase") for p in _phrases(text)]
+    spans += [(p, "phrase") for p in _conclusions(text)]
     return _answers(spans, rules)
 
 
-def code_answer(stdout: str, rules: AnswerConfig) -> Answer | None:
-    """The answer a code output gives, read from its last line holding a digit (later lines such as
-    ``Done.`` are skipped): an "answer is" phrase in it, else its only number, else the whole line.
+def voting_answers(answers: tuple[Answer, ...], status: str) -> tuple[Answer, ...]:
+    """The candidates a finished repetition may vote with: a repetition cut by length never concluded, so its
+    "the answer is" phrases are reasoning, not an answer (boxes and code outputs still count).
 
-    A line with several numbers (``x = 3, y = 4``) is ambiguous, and an earlier line is not consulted:
-    the last number printed is the result, earlier ones are work.
+    >>> found = (Answer("7", "7", "phrase"), Answer("9", "9", "code"))
+    >>> [a.value for a in voting_answers(found, "length")], [a.value for a in voting_answers(found, "done")]
+    (['9'], ['7', '9'])
+    """
+    if status != "length":
+        return answers
+    return tuple(a for a in answers if a.source != "phrase")
+
+
+# A printed value line: an optional label ("Total:", "The count is", "x1 =") then one value at the line's end.
+_VALUE_LINE = re.compile(r"(?:.*?(?:[:=]|\bis)\s*)?[-−+$]?[\d(](?:[^a-zA-Z]*[\d)])?\.?")
+
+
+def code_answer(stdout: str, rules: AnswerConfig) -> Answer | None:
+    """The answer a code output gives: its last "answer is" phrase, else its last line that ends with a value
+    (``42``, ``Total: 27.0``); commentary after the result (``checked 10 cases``, ``(elapsed 3 s)``, ``Done.``)
+    is skipped. Without such a line, the last line holding a digit gives its only number.
+
+    A value line with several numbers (``x = 3, y = 4``) is ambiguous, and an earlier line is not consulted:
+    the last value printed is the result, earlier ones are work.
 
     >>> code_answer("12\\n42\\n", AnswerConfig()).value
     '42'
-    >>> code_answer("Total: 27.0\\nDone.\\n", AnswerConfig()).value
-    '27'
+    >>> code_answer("42\\nchecked 10 cases\\n", AnswerConfig()).value, code_answer("answer: 42\\n(elapsed 3 s)", AnswerConfig()).value
+    ('42', '42')
     >>> code_answer("42\\nx = 3, y = 4", AnswerConfig()) is None
     True
     """
     lines = [line.strip() for line in stdout.splitlines()]
-    line = next((line for line in reversed(lines) if any(ch.isdigit() for ch in line)), None)
+    phrased = [span for line in lines for span in _phrases(line)]
+    for raw in [p.raw for p in phrased[-1:]]:
+        value = normalise(raw, rules)
+        if value is not None:
+            return Answer(value=value, raw=raw, source="code")
+    line = next((line for line in reversed(lines) if _VALUE_LINE.fullmatch(line)), None)
+    if line is None:  # no value line: the last line with a free-standing number ("in 0.3s" has none)
+        line = next((line for line in reversed(lines) if _free_numbers(line)), None)
     if line is None:
         return None
-    phrases = _phrases(line)
-    numbers = [m.group() for m in _NUMBER.finditer(line) if not _inside_word(line, m)]
+    numbers = _free_numbers(line)
     only_number = numbers if len(numbers) == 1 else []
-    candidates = [p.raw for p in phrases[-1:]] + only_number + [line]
+    candidates = only_number + [line]
     for raw in candidates:
         value = normalise(raw, rules)
         if value is not None:
             return Answer(value=value, raw=raw, source="code")
     return None
+
+
+def _free_numbers(line: str) -> list[str]:
+    """The numbers of a line that are not glued to letters.
+
+    >>> _free_numbers("x1 = 5, done in 0.3s"), _free_numbers("checked 10 cases")
+    (['5'], ['10'])
+    """
+    return [m.group() for m in _NUMBER.finditer(line) if not _inside_word(line, m)]
 
 
 def _inside_word(line: str, m: re.Match[str]) -> bool:
@@ -410,7 +690,25 @@ def is_correct(predicted: str, reference: str, rules: AnswerConfig) -> bool:
         return False
     if rules.integer or pred == ref:
         return pred == ref
-    return _math_verify(pred, ref, GRADE_TIMEOUT_S)
+    preds, refs = _percent_forms(predicted, pred), _percent_forms(reference, ref)
+    if set(preds) & set(refs):
+        return True
+    return any(_math_verify(p, r, GRADE_TIMEOUT_S) for p in preds for r in refs)
+
+
+def _percent_forms(raw: str, value: str) -> list[str]:
+    """A percentage compares both as written and as a fraction of one: ``50\\%`` is 50 and 0.5.
+
+    >>> _percent_forms(r"12.5\\%", "12.5"), _percent_forms("0.5", "0.5")
+    (['12.5', '0.125'], ['0.5'])
+    """
+    if "%" not in raw and "\\percent" not in raw:
+        return [value]
+    try:
+        fraction = Decimal(value) / 100
+    except InvalidOperation:
+        return [value]
+    return [value, format(fraction.normalize(), "f") if fraction != 0 else "0"]
 
 
 class _OwnTimeoutFilter(logging.Filter):

@@ -10,10 +10,10 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import TracebackType
 
-from solver.core.answers import is_correct
+from solver.core.answers import is_correct, voting_answers
 from solver.clock import SystemClock, remaining
 from solver.config import Config
 from solver.loop.prompts import PromptBuilder, Template
@@ -61,7 +61,7 @@ class ProblemSolver:
         t0 = time.monotonic()
         target = cfg.solve.reps
         stopper = make_stopper(cfg.stop, target)
-        finished: list[Repetition] = [r for r in done if r.status != "cancelled"]
+        finished: list[Repetition] = [_settled(r) for r in done if r.status != "cancelled"]
         used = {r.index for r in finished}
         free_indices = (i for i in itertools.count() if i not in used)
         # Only repetitions that vote (done / length) enter the vote state; errors and filtered ones do not.
@@ -139,7 +139,7 @@ class ProblemSolver:
                 ready = [t for t in done_now if t in pending]
                 for task in ready:
                     pending.pop(task)
-                    rep = task.result()
+                    rep = _settled(task.result())
                     finished.append(rep)
                     if rep.votes:
                         ballots.append(self.voter.ballot(rep))
@@ -186,11 +186,19 @@ class ProblemSolver:
         late: list[Repetition] = []
         for outcome in outcomes:
             if isinstance(outcome, Repetition):
+                outcome = _settled(outcome)
                 self.on_repetition(outcome)
                 late.append(outcome)
             elif isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
                 log.warning("a cancelled repetition failed while stopping: %r", outcome)
         return late
+
+
+def _settled(rep: Repetition) -> Repetition:
+    """The repetition with only the candidates it may vote with (see ``voting_answers``), as it is logged and
+    voted: a repetition cut by length keeps its boxes and code outputs but not its "the answer is" phrases."""
+    kept = voting_answers(rep.answers, rep.status)
+    return rep if kept == rep.answers else replace(rep, answers=kept)
 
 
 class Session:

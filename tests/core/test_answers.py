@@ -115,3 +115,37 @@ def test_math_verify_overrun_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None
     finally:
         release.set()
     assert time.monotonic() - start < 2.0
+
+
+HOSTILE = [r"2^{2^{2^{40}}}", r"\binom{10^{9}}{5 \cdot 10^{8}}", r"(10^{4000})!", r"\prod_{k=1}^{10^{9}} k",
+           r"\sum_{k=1}^{10^{9}} k", r"10^{10^{10}} \bmod 7", "(" * 200 + "1" + ")" * 200, r"\sqrt[10^{9}]{2}",
+           r"(10^{3000})^{10^{3000}}", r"\frac{1}{0}", r"0^{-1}"]
+
+
+@pytest.mark.parametrize("expression", HOSTILE)
+def test_hostile_expressions_are_refused_without_being_computed(expression: str) -> None:
+    # Every step is bounded before it runs; the thread join turns a regression into a failure, not a hang.
+    got: list[object] = []
+    worker = threading.Thread(target=lambda: got.append(normalise(expression, AnswerConfig(modulus=1000))),
+                              daemon=True)
+    worker.start()
+    worker.join(20)
+    assert got == [None]
+
+
+def test_plain_integers_never_reach_the_expression_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail(_s: str) -> None:
+        raise AssertionError("parsed")
+
+    monkeypatch.setattr(answers, "_evaluated", fail)
+    for raw in ["42", "1,000", "27.0", "84/2", r"\frac{84}{2}", "2^{10}", "-2^2", "1.2e3", "n = 7", r"\$42"]:
+        assert normalise(raw, AnswerConfig(low=-10)) is not None, raw
+
+
+def test_a_length_cut_repetition_votes_no_phrase() -> None:
+    from solver.core.answers import voting_answers
+    from solver.types import Answer
+
+    found = (Answer("3", "3", "boxed"), Answer("7", "7", "phrase"), Answer("9", "9", "code"))
+    assert [a.source for a in voting_answers(found, "length")] == ["boxed", "code"]
+    assert voting_answers(found, "done") == found
