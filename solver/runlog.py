@@ -230,11 +230,16 @@ def _parse(data: bytes, where: Path) -> _Parsed:
 
 
 def _load_config(run_dir: Path) -> Config | None:
+    """The run's saved config; None when there is none. An empty or non-mapping file is damage (a crash while
+    an older version wrote it), never the default config: resuming with other settings would mix two runs."""
     path = run_dir / CONFIG_NAME
     if not path.is_file():
         return None
     try:
-        return from_dict(yaml.safe_load(path.read_text()) or {})
+        data = yaml.safe_load(path.read_text())
+        if not isinstance(data, dict) or not data:
+            raise LogError(f"{path} is empty or damaged; this run cannot be resumed or replayed with its settings")
+        return from_dict(data)
     except (OSError, yaml.YAMLError, ConfigError) as exc:
         raise LogError(f"cannot read {path}: {str(exc).splitlines()[0]}") from exc
 
@@ -322,10 +327,28 @@ def environment_meta() -> dict[str, Any]:
     }
 
 
+def _replace_durably(tmp: Path, path: Path) -> None:
+    """Make ``tmp``'s bytes durable, then put it in ``path``'s place and make the rename durable: after a crash
+    ``path`` holds the old file or the new one, never an empty or partial one."""
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
 def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    _replace_durably(tmp, path)
+
+
+def _save_config_atomic(config: Config, path: Path) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    save_config(config, tmp)
+    _replace_durably(tmp, path)
 
 
 class RunLog:
@@ -351,18 +374,24 @@ class RunLog:
     @classmethod
     def create(cls, run_dir: Path, config: Config) -> RunLog:
         run_dir = Path(run_dir)
+        taken = f"{run_dir} already holds a run log; resume it or choose another directory"
         if (run_dir / LOG_NAME).exists():
-            raise LogError(f"{run_dir} already holds a run log; resume it or choose another directory")
+            raise LogError(taken)
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
-            save_config(config, run_dir / CONFIG_NAME)
-            _write_json_atomic(run_dir / META_NAME, environment_meta())
-            # O_EXCL: two runs started on one directory at once cannot both own the log.
+            # O_EXCL first: of two runs started on one directory only the one that creates the log goes on to
+            # write config.yaml and meta.json, so the other cannot overwrite the first run's files.
             fd = os.open(run_dir / LOG_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError as exc:
-            raise LogError(f"{run_dir} already holds a run log; resume it or choose another directory") from exc
+            raise LogError(taken) from exc
         except OSError as exc:
             raise LogError(f"cannot create run directory {run_dir}: {exc.strerror}") from exc
+        try:
+            _save_config_atomic(config, run_dir / CONFIG_NAME)
+            _write_json_atomic(run_dir / META_NAME, environment_meta())
+        except OSError as exc:
+            os.close(fd)
+            raise LogError(f"cannot write {run_dir}: {exc.strerror}") from exc
         _fsync_dir(run_dir)
         return cls(run_dir, fd)
 

@@ -191,3 +191,71 @@ def test_an_empty_log_reads_when_allowed(tmp_path: Path):
     log, _ = RunLog.resume(tmp_path)
     assert log.completed() == {} and log.results() == {}
     log.close()
+
+
+def test_a_second_create_on_the_same_directory_leaves_the_first_runs_files_alone(tmp_path: Path):
+    first = Config().replace({"solve.reps": 5})
+    RunLog.create(tmp_path, first).close()
+    config_before = (tmp_path / "config.yaml").read_bytes()
+    meta_before = (tmp_path / "meta.json").read_bytes()
+    with pytest.raises(LogError, match="already holds a run log"):
+        RunLog.create(tmp_path, Config().replace({"solve.reps": 9}))
+    assert (tmp_path / "config.yaml").read_bytes() == config_before
+    assert (tmp_path / "meta.json").read_bytes() == meta_before
+    _, saved = RunLog.resume(tmp_path)
+    assert saved.solve.reps == 5
+
+
+def test_config_and_meta_are_fsynced_under_a_temporary_name_before_they_replace_the_real_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    import os
+
+    from solver import runlog
+
+    events: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(src: object, dst: object) -> None:
+        events.append(("replace", f"{src}->{dst}"))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(runlog.os, "fsync", fsync)
+    monkeypatch.setattr(runlog.os, "replace", replace)
+    RunLog.create(tmp_path, Config()).close()
+    for name in ("config.yaml", "meta.json"):
+        final = str(tmp_path / name)
+        renames = [i for i, (kind, what) in enumerate(events) if kind == "replace" and what.endswith("->" + final)]
+        assert len(renames) == 1, (name, events)
+        source = events[renames[0]][1].split("->")[0]
+        assert source != final
+        assert ("fsync", source) in events[: renames[0]], (name, events)  # the bytes are durable first
+        assert ("fsync", str(tmp_path)) in events[renames[0]:], (name, events)  # then the rename
+
+
+@pytest.mark.parametrize("content", ["", "# nothing\n", "- a list\n"])
+def test_an_empty_or_damaged_config_is_never_read_as_the_default(tmp_path: Path, content: str):
+    RunLog.create(tmp_path, Config().replace({"solve.reps": 5})).close()
+    (tmp_path / "config.yaml").write_text(content)  # what a crash during an unsynced write can leave
+    with pytest.raises(LogError, match="config.yaml is empty or damaged"):
+        RunLog.resume(tmp_path)
+    with pytest.raises(LogError, match="config.yaml is empty or damaged"):
+        read_log(tmp_path, allow_empty=True)
+
+
+def test_two_creates_racing_on_one_directory_leave_the_winners_files_alone(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch):
+    # Two runs started at once both see no log yet; only the exclusive create may decide who writes.
+    RunLog.create(tmp_path, Config().replace({"solve.reps": 5})).close()
+    config_before = (tmp_path / "config.yaml").read_bytes()
+    meta_before = (tmp_path / "meta.json").read_bytes()
+    real_exists = Path.exists
+    monkeypatch.setattr(Path, "exists", lambda self, *a, **k: False if self.name == LOG_NAME else real_exists(self))
+    with pytest.raises(LogError, match="already holds a run log"):
+        RunLog.create(tmp_path, Config().replace({"solve.reps": 9}))
+    monkeypatch.undo()
+    assert (tmp_path / "config.yaml").read_bytes() == config_before
+    assert (tmp_path / "meta.json").read_bytes() == meta_before

@@ -80,3 +80,17 @@ def test_sampling_extra_that_vllm_refuses_is_one_line_before_the_engine_starts(t
         done = run_cli("solve", str(data), "--out", str(tmp_path / "r"), "--set", item)
         assert done.returncode == 2 and needle in one_error_line(done)
     assert not (tmp_path / "r").exists()
+
+
+def test_resume_with_an_empty_config_is_refused_not_run_with_defaults(tmp_path):
+    from solver.config import Config
+    from solver.runlog import RunLog
+    from solver.types import Problem
+
+    run = tmp_path / "run"
+    with RunLog.create(run, Config().replace({"solve.reps": 3})) as log:
+        log.append_problem(Problem("1", "What is 1+1?", "2"))
+    (run / "config.yaml").write_text("")  # left by a crash during an unsynced write
+    done = run_cli("solve", "--resume", str(run))
+    assert done.returncode == 2 and "config.yaml" in one_error_line(done)
+    assert (run / "config.yaml").read_text() == ""
