@@ -178,6 +178,26 @@ def finished_by_problem(reps: Iterable[Repetition]) -> dict[str, list[Repetition
     return {pid: [by_index[i] for i in sorted(by_index)] for pid, by_index in seen.items()}
 
 
+def spent_seconds(session_starts: Iterable[float], reps: Iterable[Repetition]) -> float:
+    """Wall seconds earlier sessions of a run spent: for each session (from its start, unix time, to the next
+    one's), from its start to the end of the last repetition that started in it. A session that logged no
+    repetition counts 0: the log cannot say how long it lived (a lower bound, as a budget wants).
+
+    >>> mk = lambda start, dur: Repetition("p", 0, 0, "done", (), (), start, dur)
+    >>> spent_seconds([1000.0, 5000.0], [mk(1010, 100), mk(1200, 50), mk(5020, 30)])
+    300.0
+    >>> spent_seconds([1000.0], [])
+    0.0
+    """
+    starts = sorted(session_starts)
+    ends = [float("-inf")] * len(starts)
+    for rep in reps:
+        session = next((i for i in range(len(starts) - 1, -1, -1) if rep.started_at >= starts[i]), None)
+        if session is not None:
+            ends[session] = max(ends[session], rep.started_at + rep.duration_s)
+    return float(sum(max(0.0, end - start) for start, end in zip(starts, ends) if end != float("-inf")))
+
+
 def _log_path(run_dir_or_file: Path) -> Path:
     path = Path(run_dir_or_file)
     return path / LOG_NAME if path.is_dir() else path
@@ -363,6 +383,7 @@ class RunLog:
         self._reps: list[Repetition] = []
         self._keys: set[tuple[str, int]] = set()  # (problem id, index) of finished repetitions on disk
         self._results: dict[str, ProblemResult] = {}
+        self.spent_s = 0.0  # wall seconds earlier sessions of this run spent (see spent_seconds); 0 for a new run
         if records is not None:
             for problem in records.problems:
                 self._problems.setdefault(problem.id, problem)
@@ -426,13 +447,16 @@ class RunLog:
         meta_path = run_dir / META_NAME
         try:
             meta = json.loads(meta_path.read_text()) if meta_path.is_file() else environment_meta()
+            starts = [float(meta.get("started_at", time.time()))] + [float(t) for t in meta.get("resumed_at", [])]
             meta.setdefault("resumed_at", []).append(time.time())
             _write_json_atomic(meta_path, meta)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, TypeError) as exc:
             os.close(fd)
             raise LogError(f"cannot update {meta_path}: {str(exc).splitlines()[0]}") from exc
         records = RunRecords(repetitions=reps, results=results, config=config, problems=problems, path=path)
-        return cls(run_dir, fd, records), config
+        log = cls(run_dir, fd, records)
+        log.spent_s = spent_seconds(starts, reps)
+        return log, config
 
     # -- appends --
 

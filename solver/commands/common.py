@@ -95,6 +95,35 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in flags.items() if v is not None}
 
 
+def user_sets(args: argparse.Namespace, key: str) -> bool:
+    """Whether the user chose dotted ``key`` (``--set key=...``, or the ``--config`` file), not a preset.
+
+    >>> user_sets(argparse.Namespace(overrides=["budget.problems=30"], config_file=None), "budget.problems")
+    True
+    >>> user_sets(argparse.Namespace(overrides=["budget={problems: 30}"], config_file=None), "budget.problems")
+    True
+    >>> user_sets(argparse.Namespace(overrides=["budget.total_s=60"], config_file=None), "budget.problems")
+    False
+    """
+    import yaml
+
+    for dotted, value in parse_overrides(getattr(args, "overrides", []) or []).items():
+        if dotted == key or (key.startswith(dotted + ".") and _holds(value, key[len(dotted) + 1 :])):
+            return True
+    if getattr(args, "config_file", None):
+        with open(args.config_file) as handle:  # already read and validated by config_from_args
+            return _holds(yaml.safe_load(handle), key)
+    return False
+
+
+def _holds(node: Any, dotted: str) -> bool:
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
 def config_from_args(args: argparse.Namespace) -> Any:
     """The validated config from preset + file + --set + flags; raises ConfigError with a one-line message."""
     from solver.config import load_config

@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from solver.commands.common import EXIT_FAILED, add_config_arguments, config_from_args, fail
+from solver.commands.common import EXIT_FAILED, add_config_arguments, config_from_args, fail, user_sets
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser("solve", help="solve a problem set (CSV or JSONL)",
@@ -57,6 +58,9 @@ def run(args: argparse.Namespace) -> int:
                 return fail("DATA is required (a CSV or JSONL problem file)")
         if not problems:
             return fail("no problems to solve")
+        if args.resume is None and not user_sets(args, "budget.problems"):
+            # The time budget shares its hours among the problems of this data set, not the preset's count.
+            config = config.replace({"budget.problems": len(problems)})
         from solver.loop.run import check_runnable
 
         check_runnable(config)  # before RUN_DIR exists: a bad name or path writes nothing

@@ -85,11 +85,24 @@ class BudgetManager:
     (True, 0.0)
     """
 
-    def __init__(self, config: BudgetConfig, clock: Clock, start: float | None = None) -> None:
+    def __init__(self, config: BudgetConfig, clock: Clock, start: float | None = None, *, spent_s: float = 0.0,
+                 done: int = 0) -> None:
+        """``spent_s`` seconds and ``done`` problems carried over from earlier sessions of the same run (a
+        resumed run): the budget's start moves back by ``spent_s`` and ``done`` problems count as finished.
+
+        >>> from solver.clock import FakeClock
+        >>> budget = BudgetManager(BudgetConfig(total_s=1000, problems=3, min_s=100, max_s=900, reserve_s=0),
+        ...                        FakeClock(50.0), spent_s=600, done=1)
+        >>> budget.elapsed(), budget.allot().problems_left, budget.next_deadline()  # 400 left, 2 problems
+        (600.0, 2, 350.0)
+        """
         # BudgetConfig validated its own fields (problems >= 1, 0 <= min_s <= max_s, ...) when it was built.
+        if spent_s < 0 or done < 0:
+            raise ValueError("spent_s and done must be >= 0")
         self.config = config
         self.clock = clock
-        self.start = clock.now() if start is None else start
+        self.start = (clock.now() if start is None else start) - spent_s
+        self.carried = done  # problems finished before this session
         self._finished: list[Spend] = []
         self._problem_start: float | None = None
         self._allotted: float | None = None
@@ -116,7 +129,7 @@ class BudgetManager:
     def allot(self) -> Allotment:
         """The budget of the problem now starting, computed from the clock and the problems finished."""
         c, now, cutoff = self.config, self.clock.now(), self.cutoff
-        left = max(1, c.problems - len(self._finished))
+        left = max(1, c.problems - self.carried - len(self._finished))
         if c.total_s is None:
             # No total: only an explicit cutoff bounds the problem.
             seconds = None if cutoff is None else max(0.0, cutoff - now)

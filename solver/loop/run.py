@@ -113,8 +113,12 @@ async def solve_run(config: Config, problems: Sequence[Problem], run_dir: Path, 
         for problem in problems:
             if problem.id not in known:
                 log.append_problem(problem)
-        budget = BudgetManager(config.budget, clock) if config.budget.total_s or config.budget.cutoff_s else None
         results: dict[str, ProblemResult] = dict(log.results())
+        budget = None
+        if config.budget.total_s or config.budget.cutoff_s:
+            # A resumed run keeps the time its earlier sessions spent and the problems they finished.
+            done = sum(p.id in results for p in problems)
+            budget = BudgetManager(config.budget, clock, spent_s=log.spent_s, done=done)
         todo = [p for p in problems if p.id not in results]
         async with contextlib.AsyncExitStack() as stack:
             if engine is not None and sandbox is not None:

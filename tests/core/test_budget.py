@@ -144,3 +144,15 @@ def test_presets_build_a_valid_manager() -> None:
 def test_bad_budget_is_a_one_line_config_error(fields: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         BudgetManager(BudgetConfig(**fields), FakeClock())
+
+
+def test_a_resumed_budget_counts_earlier_sessions_time_and_problems() -> None:
+    config = BudgetConfig(total_s=3000, problems=5, min_s=100, max_s=2000, reserve_s=0, cutoff_s=2900)
+    fresh = BudgetManager(config, FakeClock(0.0))
+    resumed = BudgetManager(config, FakeClock(0.0), spent_s=2000, done=3)
+    assert fresh.allot().problems_left == 5 and resumed.allot().problems_left == 2
+    assert resumed.elapsed() == 2000.0
+    assert resumed.cutoff == 900.0  # the hard cutoff is 2900 s after the run's first start, not this session's
+    assert resumed.next_deadline() == 900.0  # 1000 s left − 100 for the last problem, then the cutoff
+    with pytest.raises(ValueError):
+        BudgetManager(config, FakeClock(0.0), spent_s=-1)

@@ -1,0 +1,34 @@
+"""`solver solve` end to end on the replay engine (recorded generations, no model): the config it records."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import ROOT, solver_cmd
+
+FIXTURE = ROOT / "tests" / "data" / "replay_run"
+
+
+def solve(out: Path, *extra: str) -> dict:
+    done = subprocess.run(solver_cmd("solve", "--engine", "replay", "--from", str(FIXTURE), "--out", str(out),
+                                     "--reps", "2", "--workers", "2", "--set", "engine.replay_time_scale=0", *extra),
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    return yaml.safe_load((out / "config.yaml").read_text())
+
+
+@pytest.mark.parametrize("preset", ["tiny", "h100"])
+def test_budget_problems_follows_the_data_size_when_unset(tmp_path: Path, preset: str):
+    # The h100 preset says 50 (the Kaggle set); a 2-problem run must not budget as if 48 more were coming.
+    config = solve(tmp_path / "run", "--limit", "2", "--preset", preset)
+    assert config["budget"]["problems"] == 2
+
+
+def test_budget_problems_set_by_the_user_is_kept(tmp_path: Path):
+    assert solve(tmp_path / "a", "--limit", "2", "--set", "budget.problems=7")["budget"]["problems"] == 7
+    file = tmp_path / "c.yaml"
+    file.write_text("budget:\n  problems: 9\n")
+    assert solve(tmp_path / "b", "--limit", "2", "--config", str(file))["budget"]["problems"] == 9
