@@ -259,3 +259,14 @@ def test_two_creates_racing_on_one_directory_leave_the_winners_files_alone(tmp_p
     monkeypatch.undo()
     assert (tmp_path / "config.yaml").read_bytes() == config_before
     assert (tmp_path / "meta.json").read_bytes() == meta_before
+
+
+def test_the_stall_benchmark_runs_in_its_quick_mode():
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "benchmarks/runlog_stall.py", "--quick"], cwd=root, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "on the loop" in done.stdout and "off the loop" in done.stdout and "ratio on/off" in done.stdout

@@ -38,7 +38,19 @@ class SolveEvent:
     result: ProblemResult | None = None
 
 
+async def record_off_loop(record: Callable[[Repetition], None], rep: Repetition) -> None:
+    """Hand a finished repetition to ``record`` in a worker thread and wait for it: the run log fsyncs each
+    record (milliseconds on a real disk, more on a network one), which on the event loop's thread would stall
+    every engine stream for that long. Waiting keeps the order "on disk, then voted" that resume relies on.
+    ``benchmarks/runlog_stall.py`` measures the stall both ways."""
+    await asyncio.to_thread(record, rep)
+
+
 class ProblemSolver:
+    """Solves problems on one engine and sandbox. ``on_repetition`` receives every finished or cancelled
+    repetition, in finish order, in a worker thread (see :func:`record_off_loop`); ``on_event`` runs on the
+    event loop."""
+
     def __init__(self, config: Config, engine: Engine, sandbox: Sandbox, *, clock: Clock | None = None,
                  on_repetition: Callable[[Repetition], None] | None = None,
                  on_event: Callable[[SolveEvent], None] | None = None) -> None:
@@ -144,7 +156,7 @@ class ProblemSolver:
                     if rep.votes:
                         ballots.append(self.voter.ballot(rep))
                     note_confidence(rep)
-                    self.on_repetition(rep)
+                    await record_off_loop(self.on_repetition, rep)
                     self.on_event(SolveEvent("repetition", problem.id, len(finished), launched, target,
                                              leader()))
                 if ready:
@@ -187,7 +199,7 @@ class ProblemSolver:
         for outcome in outcomes:
             if isinstance(outcome, Repetition):
                 outcome = _settled(outcome)
-                self.on_repetition(outcome)
+                await record_off_loop(self.on_repetition, outcome)
                 late.append(outcome)
             elif isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
                 log.warning("a cancelled repetition failed while stopping: %r", outcome)

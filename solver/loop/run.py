@@ -134,7 +134,7 @@ async def solve_run(config: Config, problems: Sequence[Problem], run_dir: Path, 
                                                 done=log.completed().get(problem.id, []))
                     if budget is not None:
                         budget.finish_problem()
-                    log.append_result(result)
+                    await asyncio.to_thread(log.append_result, result)  # its fsync off the event loop
                     results[problem.id] = result
             else:
                 # Validation runs: several problems share the engine, so one problem's tail (its last slow
@@ -144,7 +144,8 @@ async def solve_run(config: Config, problems: Sequence[Problem], run_dir: Path, 
                 async def one(problem: Problem) -> None:
                     async with gate:
                         result = await solver.solve(problem, done=log.completed().get(problem.id, []))
-                        log.append_result(result)
+                        # Other problems are streaming: the result's fsync runs off the event loop.
+                        await asyncio.to_thread(log.append_result, result)
                         results[problem.id] = result
 
                 await asyncio.gather(*(one(p) for p in todo))

@@ -1,8 +1,10 @@
-"""What a finished repetition votes with, through the problem solver (control flow: scripted engine double)."""
+"""The problem solver: what a finished repetition votes with, where its record is written, and how many
+repetitions are in flight (control flow: scripted engine and sandbox doubles)."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 
 from doubles import ScriptedEngine, ScriptedSandbox, printed
 
@@ -35,3 +37,26 @@ def test_scripted_engine_finished_repetition_votes_its_concluding_phrase():
     engine = ScriptedEngine(lambda req: "Counting the pairs, the answer is 8.")
     result = asyncio.run(ProblemSolver(cfg, engine, ScriptedSandbox(printed("1"))).solve(PROBLEM))
     assert result.votes == {"8": 1.0} and result.correct is True
+
+
+def test_scripted_engine_records_are_written_off_the_event_loop_while_it_keeps_running():
+    # A record stands for the run log's write + fsync. It waits for a signal only the event loop can give: on
+    # the loop's own thread it would wait in vain (and stall every stream meanwhile).
+    cfg = load_config("tiny", overrides={"sampling.max_tokens": 50, "sampling.max_turns": 1, "solve.reps": 2,
+                                         "solve.workers": 2, "stop.stoppers": ["max_reps"]})
+    loop_ran = threading.Event()
+    seen: list[tuple[bool, bool]] = []
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    def record(rep: Repetition) -> None:
+        loops[0].call_soon_threadsafe(loop_ran.set)
+        seen.append((threading.current_thread() is threading.main_thread(), loop_ran.wait(5)))
+        loop_ran.clear()
+
+    async def main() -> None:
+        loops.append(asyncio.get_running_loop())
+        engine = ScriptedEngine(lambda req: "so \\boxed{8}")
+        await ProblemSolver(cfg, engine, ScriptedSandbox(printed("1")), on_repetition=record).solve(PROBLEM)
+
+    asyncio.run(main())
+    assert seen == [(False, True), (False, True)]
