@@ -64,6 +64,11 @@ class ProblemSolver:
         self.on_repetition = on_repetition or (lambda rep: None)
         self.on_event = on_event or (lambda event: None)
         self._launch_order = itertools.count()  # request priority: earlier-launched repetitions go first
+        # Shared by the problems solved at once (solve.parallel_problems): repetitions in flight, each problem's
+        # count of repetitions running code, and each problem's wake-up, so auto workers cap the total.
+        self._in_flight = 0
+        self._activities: set[_SharedActivity] = set()
+        self._wakers: set[asyncio.Event] = set()
 
     async def solve(self, problem: Problem, *, deadline: float | None = None,
                     done: Sequence[Repetition] = ()) -> ProblemResult:
@@ -104,16 +109,18 @@ class ProblemSolver:
         def leader() -> str | None:
             return decide(self.voter, ballots, "") or None if ballots else None
 
-        activity = Activity()
         auto = cfg.solve.workers == 0
         capacity = self.engine_capacity()
+        wake = asyncio.Event()  # set when any problem's repetition ends or enters/leaves the sandbox
+        activity = _SharedActivity(notify=self._notify)
 
         def may_launch(in_flight: int) -> bool:
-            """Fixed W, or (auto) while the engine has a free batch slot: repetitions running code are not
-            in the engine, so others are launched to take their place."""
+            """Fixed W per problem, or (auto) while the engine has a free batch slot, counted over every problem
+            this solver runs at once: repetitions running code are not in the engine, so others are launched to
+            take their place, and K problems together never hold more than the engine's batch."""
             if not auto:
                 return in_flight < cfg.solve.workers
-            return in_flight - activity.executing < capacity
+            return self._in_flight - sum(a.executing for a in self._activities) < capacity
 
         pending: dict[asyncio.Task[Repetition], int] = {}
         launched = len(finished)
@@ -121,6 +128,8 @@ class ProblemSolver:
         if stopped_by is None and finished:
             stopped_by = stop_reason(stopper, state())
         self.on_event(SolveEvent("start", problem.id, len(finished), launched, target, leader()))
+        self._wakers.add(wake)
+        self._activities.add(activity)
         try:
             while stopped_by is None:
                 if deadline is not None and self.clock.now() >= deadline:
@@ -133,22 +142,28 @@ class ProblemSolver:
                         config=cfg, confidence_floor=floor, activity=activity, priority=next(self._launch_order)),
                         name=f"{problem.id}-r{index}")
                     pending[task] = index
+                    self._in_flight += 1
                     launched += 1
-                if not pending:
+                if not pending and not (auto and launched < target):
                     stopped_by = "max_reps"
                     break
-                activity.changed.clear()
+                # Only this problem clears its own wake-up, between its launch check and its wait (no await in
+                # between), so a change signalled by another problem is never lost.
+                wake.clear()
                 waiting: set[asyncio.Future[object]] = set(pending)
-                wake = asyncio.ensure_future(activity.changed.wait()) if auto else None
-                if wake is not None:
-                    waiting.add(wake)
+                woken = asyncio.ensure_future(wake.wait()) if auto else None
+                if woken is not None:
+                    waiting.add(woken)
                 try:
                     done_now, _ = await asyncio.wait(waiting, timeout=remaining(self.clock, deadline),
                                                      return_when=asyncio.FIRST_COMPLETED)
                 finally:
-                    if wake is not None:
-                        wake.cancel()
+                    if woken is not None:
+                        woken.cancel()
                 ready = [t for t in done_now if t in pending]
+                if ready:
+                    self._in_flight -= len(ready)
+                    self._notify()  # engine slots freed: other problems may launch
                 for task in ready:
                     pending.pop(task)
                     rep = _settled(task.result())
@@ -162,7 +177,13 @@ class ProblemSolver:
                 if ready:
                     stopped_by = stop_reason(stopper, state())
         finally:
-            late = await self._cancel(pending)
+            try:
+                late = await self._cancel(pending)
+            finally:
+                self._in_flight -= len(pending)
+                self._wakers.discard(wake)
+                self._activities.discard(activity)
+                self._notify()
         for rep in late:  # finished in the instant between the stop and its cancel: it counts as it ended
             if rep.status != "cancelled":
                 finished.append(rep)
@@ -178,6 +199,10 @@ class ProblemSolver:
                  stopped_by, self.clock.now() - started)
         self.on_event(SolveEvent("end", problem.id, len(finished), launched, target, answer, result))
         return result
+
+    def _notify(self) -> None:
+        for waker in self._wakers:
+            waker.set()
 
     def engine_capacity(self) -> int:
         """Sequences the engine batches at once: its own ``capacity`` if it has one, else vLLM's
@@ -204,6 +229,20 @@ class ProblemSolver:
             elif isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
                 log.warning("a cancelled repetition failed while stopping: %r", outcome)
         return late
+
+
+@dataclass(eq=False)
+class _SharedActivity(Activity):
+    """One problem's count of repetitions running code, which also wakes every problem of the solver when it
+    changes: a repetition entering the sandbox frees an engine slot any problem may fill."""
+
+    notify: Callable[[], None] = lambda: None
+    __hash__ = object.__hash__  # one per problem, kept in a set: identity, not field values
+    __eq__ = object.__eq__
+
+    def move(self, step: int) -> None:
+        super().move(step)
+        self.notify()
 
 
 def _settled(rep: Repetition) -> Repetition:

@@ -60,3 +60,50 @@ def test_scripted_engine_records_are_written_off_the_event_loop_while_it_keeps_r
 
     asyncio.run(main())
     assert seen == [(False, True), (False, True)]
+
+
+class _PeakEngine(ScriptedEngine):
+    """The scripted engine double, also counting the most requests it ever had open at once."""
+
+    peak: int = 0
+
+    async def stream(self, request):  # type: ignore[no-untyped-def]
+        async for delta in super().stream(request):
+            self.peak = max(self.peak, self.open_streams)
+            yield delta
+
+
+def _solve_two_at_once(cfg, engine, sandbox):  # type: ignore[no-untyped-def]
+    solver = ProblemSolver(cfg, engine, sandbox)
+
+    async def both():  # type: ignore[no-untyped-def]
+        return await asyncio.gather(solver.solve(PROBLEM), solver.solve(Problem("p2", "Again?", answer="8")))
+
+    return asyncio.run(both())
+
+
+AUTO = {"sampling.max_tokens": 200, "sampling.max_turns": 2, "solve.reps": 5, "solve.workers": 0,
+        "engine.args.max_num_seqs": 3, "stop.stoppers": ["max_reps"]}
+
+
+def test_scripted_engine_auto_workers_cap_the_engine_batch_across_parallel_problems():
+    # max_num_seqs = 3: two problems at once must keep at most 3 requests in the engine in all, not 3 each.
+    engine = _PeakEngine(lambda req: "word " * 10 + "so \\boxed{8}", delay_s=0.002)
+    results = _solve_two_at_once(load_config("tiny", overrides=AUTO), engine, ScriptedSandbox(printed("8")))
+    assert engine.peak == 3  # reached, and never passed
+    assert [(r.repetitions, r.launched, r.answer) for r in results] == [(5, 5, "8"), (5, 5, "8")]
+
+
+def test_scripted_engine_auto_workers_share_slots_freed_by_code_across_problems():
+    # Repetitions leave the engine while their code runs; a problem that holds no slot at all must be woken by
+    # the other's changes and still run all its repetitions.
+    def script(req):  # type: ignore[no-untyped-def]
+        if req.turn == 0 and req.repetition % 2 == 0:
+            return "work " * 5 + "```python\nprint(8)\n```\n"
+        return "word " * 10 + "so \\boxed{8}"
+
+    engine = _PeakEngine(script, delay_s=0.002)
+    sandbox = ScriptedSandbox(printed("8"), delay_s=0.02)
+    results = _solve_two_at_once(load_config("tiny", overrides=AUTO), engine, sandbox)
+    assert [(r.repetitions, r.launched, r.answer) for r in results] == [(5, 5, "8"), (5, 5, "8")]
+    assert len(sandbox.ran) == 6 and engine.open_streams == 0
