@@ -184,10 +184,10 @@ def _phrases(text: str) -> list[_Span]:
 
 
 # Words that make "the answer is N" a supposition or a rejected guess rather than a conclusion, when they stand
-# earlier in the same sentence ("Suppose the answer is 7", "if the answer is 7", "a wrong guess: the answer is 7").
+# earlier in the same sentence ("Suppose the answer is 7", "if the answer is 7", "my guess: the answer is 7").
 _HYPOTHETICAL = re.compile(
-    r"\b(?:suppose|supposing|assume|assuming|if|whether|guess|maybe|perhaps|might|could|would|should|"
-    r"not|isn't|wasn't|wrong|incorrect|claim|say|check|verify|test)\b", re.IGNORECASE)
+    r"\b(?:suppose|supposing|assume|assuming|if|whether|guess|guessing|maybe|perhaps|might|could|would|should|"
+    r"claim|let(?:'s| us) say|hypothes[ie]s)\b", re.IGNORECASE)
 # A phrase is a conclusion only near the end: at most this many characters of reasoning may follow its
 # sentence (boxes excluded), enough for "I hope it is correct." and a short check, not for a derivation.
 CONCLUSION_CHARS = 200
@@ -294,7 +294,7 @@ _LEAD_PHRASE = re.compile(r"(?:the\s+)?(?:final\s+)?answer\s*(?:is\b|[:=])\s*", 
 _CHOICE_LABEL = re.compile(r"(?:\(\s*[A-Ea-e]\s*\)|[A-E][.)])\s*[.:]?\s*(?=.*\d)")  # "(B) 12", "B. 12"
 _CURRENCY = re.compile(r"^(?:\\\$|\$|US\$|USD|€|£|¥|\\euro|\\pounds|\\yen)\s*|\s*(?:\\\$|\$|€|£|¥)$")
 # An equation's right side is the value unless its left side is still to be solved ("2x = 10", "x^2 = 49").
-_UNSOLVED_SIDE = re.compile(r"\d\s*[a-zA-Z]|[a-zA-Z}]\s*\^|[,;]")
+_UNSOLVED_SIDE = re.compile(r"\d\s*[a-zA-Z(]|[a-zA-Z})]\s*\^|[,;]")
 
 
 def _value_part(s: str) -> str:
@@ -302,8 +302,8 @@ def _value_part(s: str) -> str:
 
     >>> [_value_part(x) for x in ["The answer is 42", "(B) 12", r"\\$42", "m+n=42", r"x \\equiv 7 \\pmod{9}"]]
     ['42', '12', '42', '42', '7']
-    >>> _value_part("2x = 10"), _value_part("a=3, b=4")
-    ('2x = 10', 'a=3, b=4')
+    >>> _value_part("2x = 10"), _value_part("a=3, b=4"), _value_part("(x+1)^2 = 49"), _value_part("2(x+1) = 8")
+    ('2x = 10', 'a=3, b=4', '(x+1)^2 = 49', '2(x+1) = 8')
     """
     s = s.strip().rstrip(".").strip()
     s = re.sub(r"\\pmod\b.*$|\(\s*mod\b.*$", "", s).strip()  # "42 \pmod{1000}": a congruence, not an operation
@@ -408,6 +408,11 @@ def _evaluated(s: str) -> Fraction | None:
         _log.debug("not an expression: %r (%r)", s, exc)
         return None
     return _exact(expr)
+
+
+def prepare_expressions() -> None:
+    """Import the LaTeX parser now (~0.5 s), so the first expression answer does not pay for it mid-run."""
+    import latex2sympy2_extended  # noqa: F401
 
 
 def _digits(value: Fraction) -> int:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from types import TracebackType
 
-from solver.core.answers import is_correct, voting_answers
+from solver.core.answers import is_correct, prepare_expressions, voting_answers
 from solver.clock import SystemClock, remaining
 from solver.config import Config
 from solver.loop.prompts import PromptBuilder, Template
@@ -61,6 +61,8 @@ class ProblemSolver:
         self.voter = make_voter(config.vote, config.answers)
         self.prompt = PromptBuilder(Template.load(config.prompt.template), engine.tokenizer,
                                     config.prompt.output_chars)
+        if config.answers.integer:
+            prepare_expressions()  # not on the event loop's first expression answer, mid-run
         self.on_repetition = on_repetition or (lambda rep: None)
         self.on_event = on_event or (lambda event: None)
         self._launch_order = itertools.count()  # request priority: earlier-launched repetitions go first
