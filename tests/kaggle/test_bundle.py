@@ -20,7 +20,8 @@ SCRIPT = ROOT / "kaggle" / "build_bundle.py"
 
 def _offline_env() -> dict[str, str]:
     """The environment without pip's configured indexes and wheel folders: only the bundle can serve."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    # PYTHONPATH would import the source tree instead of what was installed.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") and k != "PYTHONPATH"}
     env["PIP_CONFIG_FILE"] = os.devnull
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     return env
@@ -56,7 +57,8 @@ def test_fresh_venv_installs_the_project_from_the_bundle_offline(bundle: Path, t
              "print(json.dumps({'version': solver.__version__, 'root': str(root), "
              "'files': sorted(str(p.relative_to(root)) for p in root.rglob('*') if p.is_file() "
              "and '__pycache__' not in p.parts)}))")
-    shown = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    shown = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=60, cwd=tmp_path,
+                           env=_offline_env())
     assert shown.returncode == 0, shown.stderr
     installed = json.loads(shown.stdout)
     assert installed["root"].startswith(str(env_dir)), "imported from the fresh venv, not the source tree"
