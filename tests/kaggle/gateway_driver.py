@@ -4,8 +4,8 @@
 
 builds a ``KagglePredictor`` and calls ``solver.kaggle.serve`` with the competition's real ``kaggle_evaluation``
 (the local gateway in the working directory, or ``.serve()`` when ``KAGGLE_IS_COMPETITION_RERUN`` is set, until
-SIGINT). Then it writes REPORT_JSON: the predictor's call records, its engine builds, the wall time, and every
-process this one started while serving that is still alive after serving ended."""
+SIGINT). Then it writes REPORT_JSON: the predictor's call records, its engine builds, the wall time, the pids of
+every process started under this one while serving, and those still alive after serving ended."""
 
 from __future__ import annotations
 
@@ -33,13 +33,19 @@ def watch_children(seen: set[int], stop: threading.Event) -> None:
         stop.wait(0.2)
 
 
+# multiprocessing's resource tracker lives as long as the process that started it (it exits when that process's
+# end of its pipe closes): not something serving left behind. The test checks it is gone after this one exits.
+RUNTIME_HELPERS = ("multiprocessing.resource_tracker",)
+
+
 def alive(pids: set[int]) -> list[str]:
     out = []
     for pid in sorted(pids):
         try:
             process = psutil.Process(pid)
-            if process.status() != psutil.STATUS_ZOMBIE:
-                out.append(f"{pid} {' '.join(process.cmdline())[:120]}")
+            label = " ".join(process.cmdline())
+            if process.status() != psutil.STATUS_ZOMBIE and not any(h in label for h in RUNTIME_HELPERS):
+                out.append(f"{pid} {label[:120]}")
         except psutil.Error:
             continue
     return out
@@ -79,7 +85,7 @@ def main() -> int:
         left = alive(seen)
     Path(report).write_text(json.dumps({
         "calls": [dataclasses.asdict(c) for c in predictor.calls], "builds": predictor.builds,
-        "seconds": seconds, "interrupted": interrupted, "children_seen": len(seen), "left": left,
+        "seconds": seconds, "interrupted": interrupted, "children_seen": sorted(seen), "left": left,
         "rerun": bool(os.getenv("KAGGLE_IS_COMPETITION_RERUN"))}))
     return 0
 
