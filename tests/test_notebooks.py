@@ -1,7 +1,10 @@
-"""The analysis notebooks run headless, top to bottom, on the small recorded sweep in tests/data/eval_sweep."""
+"""The notebooks run headless, top to bottom: the analysis notebooks on the small recorded sweep in
+tests/data/eval_sweep, the Kaggle submission notebook through the real AIMO3 gateway with the tiny model."""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import nbformat
@@ -48,3 +51,43 @@ def test_leaderboard_notebook_simulates_the_recorded_run(sweep_env: Path) -> Non
     assert summary.startswith("# Leaderboard simulation") and "## Calibration" in summary
     assert len([cell for cell in cells if outputs(cell, "image/png")]) == 2
     assert (sweep_env / "scores.png").is_file() and (sweep_env / "summary.csv").is_file()
+
+
+# ---- the Kaggle submission notebook, headless, through the real AIMO3 gateway --------------------------------
+
+KAGGLE_NOTEBOOK = ROOT / "kaggle" / "submission.ipynb"
+AIMO3_GATEWAY = ROOT / "tests" / "kaggle" / "gateways" / "aimo3"
+
+
+@pytest.mark.engine
+def test_kaggle_submission_notebook_serves_the_real_aimo3_gateway_with_the_tiny_model(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The notebook as shipped, except: its install cell is skipped (the package is the checkout's) and a cell
+    after its settings points them at the tiny model, the vendored AIMO3 gateway and a temporary run folder."""
+    import polars as pl
+
+    notebook = nbformat.read(KAGGLE_NOTEBOOK, as_version=4)
+    tags = [cell.metadata.get("tags", []) for cell in notebook.cells]
+    settings = next(i for i, t in enumerate(tags) if "settings" in t)
+    test_settings = nbformat.v4.new_code_cell(
+        'PRESET = "tiny"\n'
+        'OVERRIDES = {"sampling.max_tokens": 16, "sampling.max_total_tokens": 32, "sampling.max_turns": 1,\n'
+        '             "solve.reps": 2, "solve.workers": 2, "budget.problems": 3, "budget.max_s": 120.0}\n'
+        f'RUN_DIR = {str(tmp_path / "run")!r}\n'
+        f'GATEWAY = {str(AIMO3_GATEWAY)!r}\n')
+    cells = [c for c in notebook.cells if "install" not in c.metadata.get("tags", [])]
+    cells.insert(settings + 1, test_settings)
+    notebook.cells = cells
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", os.environ.get("VLLM_CPU_KVCACHE_SPACE", "2"))
+    monkeypatch.delenv("KAGGLE_IS_COMPETITION_RERUN", raising=False)
+    NotebookClient(notebook, timeout=900, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    expected = pl.read_csv(AIMO3_GATEWAY / "test.csv")["id"].to_list()
+    submission = pl.read_parquet(tmp_path / "submission.parquet")  # written by the gateway in the kernel's cwd
+    assert sorted(submission["id"].to_list()) == sorted(expected) and submission.height == len(expected)
+    assert submission.schema["answer"] == pl.Int64
+    assert all(0 <= a <= 99999 for a in submission["answer"].to_list())
+    calls = [json.loads(line) for line in (tmp_path / "run" / "calls.jsonl").read_text().splitlines()]
+    assert [c["id"] for c in calls] == submission["id"].to_list()
+    assert all(c["generated_tokens"] > 0 for c in calls), "the tiny model generated tokens"

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from solver.config import Config, ConfigError
+from solver.engines.vllm_compat import num_unfinished_requests
 from solver.tiny_model import resolve_model
 from solver.types import Delta, FinishReason, GenerationRequest, Tokenizer
 
@@ -101,7 +102,7 @@ class VllmEngine:
                 await self._llm.abort(request_id)
 
     def running_requests(self) -> int:
-        return 0 if self._closed else int(self._llm.get_num_unfinished_requests())
+        return 0 if self._closed else num_unfinished_requests(self._llm)
 
     def is_dead(self) -> bool:
         return self._closed or bool(self._llm.errored)

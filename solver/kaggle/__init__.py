@@ -1,1 +1,14 @@
-"""The Kaggle submission: the ``predict`` adapter and the competition gateway glue."""
+"""The Kaggle submission: the ``predict`` adapter and the competition gateway glue.
+
+Rooms: ``competition`` (the competitions as data, the config overlay), ``rows`` (rows in, frames out),
+``predictor`` (:class:`KagglePredictor`, budgets and call records), ``supervisor`` (the engine's life),
+``serve`` (the ``predict`` function the relay accepts, ``kaggle_evaluation``), ``rehearsal`` (local runs).
+Importing this package starts nothing; the names the notebook uses are re-exported here.
+"""
+
+from solver.kaggle.competition import COMPETITIONS, Competition, competition, competition_config
+from solver.kaggle.predictor import CallRecord, KagglePredictor, process_start
+from solver.kaggle.serve import endpoint, find_server, serve
+
+__all__ = ["COMPETITIONS", "CallRecord", "Competition", "KagglePredictor", "competition", "competition_config",
+           "endpoint", "find_server", "process_start", "serve"]

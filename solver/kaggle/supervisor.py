@@ -1,0 +1,185 @@
+"""The engine's life behind ``predict``: built on first use, checked after a problem that looked wrong, rebuilt
+when its process died or it stopped producing tokens, at most ``max_builds`` times, always on one background
+event loop (:mod:`solver.loop.thread`) whose blocked state is detected and abandoned."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, TypeVar
+
+from solver.config import Config
+from solver.loop.thread import LoopThread, Outcome
+from solver.types import Clock, GenerationRequest, ProblemResult, Repetition
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+SessionFactory = Callable[[Config, Callable[[Repetition], None]], contextlib.AbstractAsyncContextManager[Any]]
+"""Builds an async context manager whose value has ``engine``, ``sandbox`` and ``solver`` (a ProblemSolver that
+reports each finished repetition to the callback) — :class:`solver.loop.problem.Session` by default."""
+
+
+def default_session_factory(clock: Clock) -> SessionFactory:
+    def open_session(config: Config, on_repetition: Callable[[Repetition], None]) -> Any:
+        from solver.loop.problem import Session
+
+        return Session(config, clock=clock, on_repetition=on_repetition)
+
+    return open_session
+
+
+class EngineSupervisor:
+    """Owns the loop thread and the session (engine + sandbox + solver) on it. Not thread-safe: the predictor
+    calls it under its own lock."""
+
+    def __init__(self, config: Config, open_session: SessionFactory, clock: Clock,
+                 on_repetition: Callable[[Repetition], None], *, build_timeout_s: float | None = None,
+                 probe_timeout_s: float = 60.0, close_timeout_s: float = 60.0, max_builds: int = 3,
+                 loop_grace_s: float = 10.0, loop_check_s: float = 5.0) -> None:
+        self.config = config
+        self.open_session = open_session
+        self.clock = clock
+        self.on_repetition = on_repetition
+        self.build_timeout_s = build_timeout_s  # seconds; None = bounded only by the call's end
+        self.probe_timeout_s = probe_timeout_s  # seconds for a one-token probe
+        self.close_timeout_s = close_timeout_s  # seconds to close an engine before giving up on it
+        self.max_builds = max_builds
+        self.loop_grace_s = loop_grace_s  # seconds for a cancelled coroutine's cleanup
+        self.loop_check_s = loop_check_s  # a loop that cannot run a no-op this fast is abandoned, seconds
+        self.builds = 0
+        self.session: Any = None
+        self._loop: LoopThread | None = None
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._suspect: str | None = None  # why the engine may be unwell, checked before the next problem
+        self._probes = 0
+
+    def suspect(self, reason: str | None) -> None:
+        """Remember why the engine may be unwell (None: it looked fine); checked at the next ``ensure``."""
+        self._suspect = reason
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None) -> Outcome[T]:
+        """Run ``coro`` on the engine's loop, bounded by ``timeout_s`` plus the loop grace."""
+        assert self._loop is not None, "ensure() first"
+        return self._loop.run(coro, timeout_s=timeout_s, grace_s=self.loop_grace_s)
+
+    def ensure(self, call_end: float | None) -> str | None:
+        """Build the engine if there is none (or it died); None when ready, else why not."""
+        if self._loop is None or not self._loop.alive:
+            self._loop, self.session, self._stack = LoopThread(), None, None
+        if self.session is not None and self._suspect is not None:
+            self._verify(self._suspect)
+        self._suspect = None
+        if self.session is not None and engine_dead(self.session.engine):
+            self._drop("the engine died")
+        if self.session is not None:
+            return None
+        if self.builds >= self.max_builds:
+            return f"no engine: {self.builds} builds failed or died already"
+        self.builds += 1
+        limits = [x for x in (self.build_timeout_s,
+                              None if call_end is None else call_end - self.clock.now()) if x is not None]
+        timeout = max(0.0, min(limits)) if limits else None
+        outcome = self.run(self._open(), timeout)
+        if not outcome.ok:
+            log.error("engine build %d failed: %s", self.builds, outcome.error)
+            self.session = None
+            return f"engine build failed: {outcome.error}"
+        log.info("engine ready (build %d)", self.builds)
+        return None
+
+    def close(self) -> None:
+        """Close the session (bounded) and the loop."""
+        if self._loop is not None:
+            self._drop("closing")
+            self._loop.close()
+            self._loop = None
+
+    async def _open(self) -> None:
+        stack = contextlib.AsyncExitStack()
+        try:
+            session = await stack.enter_async_context(self.open_session(self.config, self.on_repetition))
+        except BaseException:
+            await stack.aclose()
+            raise
+        self._stack, self.session = stack, session
+
+    def _verify(self, suspicion: str) -> None:
+        """Before a problem, after one that looked wrong: is the loop free and does the engine still generate?
+        A blocked loop is abandoned (its engine closes whenever it runs again, not waited for); a dead or silent
+        engine is closed, so the caller builds a new one."""
+        assert self._loop is not None
+        if not self._loop.run(_noop(), timeout_s=self.loop_check_s, grace_s=0.0).ok:
+            log.error("event loop unresponsive (%s); abandoning it", suspicion)
+            if self._stack is not None:
+                self._loop.submit(self._stack.aclose())
+            self._loop, self.session, self._stack = LoopThread(), None, None
+            return
+        healthy = self.run(self._probe(), self.probe_timeout_s)
+        if not (healthy.ok and healthy.value):
+            self._drop(f"engine probe failed ({suspicion}): {healthy.error or 'no tokens'}")
+
+    async def _probe(self) -> bool:
+        """One greedy token: does the engine still generate?"""
+        engine = self.session.engine
+        if engine_dead(engine):
+            return False
+        if engine.name == "replay":
+            return True  # recordings answer only recorded requests, and there is no process to die
+        prompt = "1 + 1 ="
+        ids = None
+        if engine.tokenizer is not None:
+            ids = tuple(engine.tokenizer.encode(prompt, add_special_tokens=False))
+        self._probes += 1
+        request = GenerationRequest(request_id=f"probe-{self._probes}", prompt=prompt, prompt_token_ids=ids,
+                                    max_tokens=1, temperature=0.0, top_p=1.0, seed=0, stop=())
+        stream = engine.stream(request)
+        try:
+            async for delta in stream:
+                if delta.error is not None:
+                    return False
+                if delta.token_ids or delta.token_count or delta.finish_reason in ("stop", "length"):
+                    return True
+            return False
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+
+    def _drop(self, reason: str) -> None:
+        if self._loop is None or self._stack is None:
+            self.session = None
+            return
+        log.warning("closing the engine: %s", reason)
+        stack, self._stack, self.session = self._stack, None, None
+        closed = self._loop.run(stack.aclose(), timeout_s=self.close_timeout_s, grace_s=self.loop_grace_s)
+        if not closed.ok:
+            log.error("closing the engine failed: %s", closed.error)
+
+
+async def _noop() -> None:
+    return None
+
+
+def engine_dead(engine: Any) -> bool:
+    """The engine's own death flag when it has one (vLLM: its core process exited or its loop failed)."""
+    is_dead = getattr(engine, "is_dead", None)
+    try:
+        return bool(is_dead()) if callable(is_dead) else False
+    except Exception:  # a broken engine object is a dead engine
+        return True
+
+
+def suspicion(outcome: Outcome[ProblemResult], reps: Sequence[Repetition]) -> str | None:
+    """Why the engine may be unwell after a problem, or None: the solve failed or overran, a repetition failed in
+    the engine, nothing was generated, or the deadline cut off a repetition that had not produced a single token
+    (what a stalled engine looks like)."""
+    result = outcome.value
+    if not outcome.ok or result is None:
+        return f"the solve ended with {outcome.status}: {outcome.error}"
+    if any(r.status == "error" for r in reps):
+        return "a repetition failed in the engine"
+    if result.launched > 0 and result.generated_tokens == 0:
+        return "no tokens generated"
+    if result.stopped_by == "deadline" and any(r.status == "cancelled" and r.generated_tokens == 0 for r in reps):
+        return "a repetition produced no token before the deadline"
+    return None
