@@ -1,6 +1,6 @@
 """The sandbox pool: runs generated Python snippets in isolated processes forked from one warm template.
 
-This is the parent side. It starts ``solver/sandbox/worker.py`` as a fresh interpreter (never a fork of the
+This is the parent side. It starts the ``solver/sandbox/worker`` package as a fresh interpreter (never a fork of the
 solver), which imports the preamble once and forks one isolated process per snippet. The parent hands each
 snippet its code (a memfd) and the write ends of three pipes (stdout, stderr, report) and reads the pipes on
 the event loop, capping output while it streams. The template enforces wall time and reports each snippet's
@@ -33,11 +33,16 @@ from solver.config import SandboxConfig
 from solver.registry import Registry
 from solver.types import Execution, ExecStatus, Sandbox
 
-WORKER = Path(__file__).with_name("worker.py")
-# Run the worker by path with the standard sys.path minus its first entry: the worker's own directory holds a
-# module named ``types`` that would shadow the standard library. (-I would do that too, but it also ignores
-# PYTHONHASHSEED, which keeps set/dict printing order the same from run to run.)
-BOOTSTRAP = "import runpy, sys; del sys.path[0]; runpy.run_path(sys.argv[1], run_name='__main__')"
+WORKER = Path(__file__).with_name("worker") / "__init__.py"
+# Load the worker package under a name of its own, by path: importing it as ``solver.sandbox.worker`` would run
+# the solver's package initialisers in the template. The standard sys.path loses its first entry (the working
+# directory). (-I would isolate the path too, but it also ignores PYTHONHASHSEED, which keeps set/dict printing
+# order the same from run to run.)
+BOOTSTRAP = ("import importlib.util, sys; del sys.path[0]; "
+             "spec = importlib.util.spec_from_file_location('sandbox_worker', sys.argv[1]); "
+             "package = sys.modules[spec.name] = importlib.util.module_from_spec(spec); "
+             "spec.loader.exec_module(package); "
+             "from sandbox_worker.bootstrap import main; sys.exit(main(sys.argv))")
 MSG_BYTES = 65536
 START_TIMEOUT_S = 120.0  # importing numpy + sympy and warming up takes ~1-2 s on 2 cores; allow a busy machine
 RETURN_SLACK_S = 0.25  # run() answers at most this long after the time limit, whatever the teardown takes
