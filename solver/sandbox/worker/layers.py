@@ -38,6 +38,10 @@ LL_RULE_PATH_BENEATH = 1
 SECCOMP_ARCH = {"x86_64": (0xC000003E, {"socket": 41, "io_uring_setup": 425}),
                 "aarch64": (0xC00000B7, {"socket": 198, "io_uring_setup": 425})}
 X32_SYSCALL_BIT = 0x40000000
+# What an idle session may hold beyond the template's shared pages (its own copies of touched pages and its
+# names), in MB: the pool cgroup's memory cap grows by this much per allowed session. A session that holds more
+# pushes the pool toward its cap, where the kernel's OOM killer takes the largest process (its state is lost).
+SESSION_MEMORY_MB = 64
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,8 @@ class Settings:
     namespaces: bool = True  # False: process groups, subreaper, Landlock, seccomp and rlimits only
     open_files: int = 1024
     processes: int = 1024  # RLIMIT_NPROC: counted per user, and not enforced for root at all
+    sessions: int = 0  # live stateful sessions at most; each adds a process and SESSION_MEMORY_MB to the cgroup
+    interrupt_grace_s: float = 0.5  # a session call interrupted at its limit is killed if not ended this long after
 
 
 @dataclass
@@ -97,8 +103,8 @@ def pool_cgroups(settings: Settings) -> list[str]:
     cgroup v1, or a delegated v2 subtree); return their directories, empty when there is none."""
     name = f"solver-sandbox-{os.getpid()}"
     mib = 1024 * 1024
-    pids = settings.processes_per_snippet * settings.workers + settings.spares + 4
-    memory = (settings.memory_mb * settings.workers + 256) * mib
+    pids = settings.processes_per_snippet * settings.workers + settings.spares + settings.sessions + 4
+    memory = (settings.memory_mb * settings.workers + 256 + SESSION_MEMORY_MB * settings.sessions) * mib
     try:
         with open("/proc/self/cgroup") as handle:
             lines = [line.rstrip("\n").split(":", 2) for line in handle]

@@ -1,69 +1,61 @@
-"""Running code in a forked, isolated process: one snippet (then exit), with the REPL's last-expression rule."""
+"""Running code in a forked, isolated process, with the REPL's last-expression rule: one snippet, then exit."""
 
 from __future__ import annotations
 
 import ast
 import io
-import json
 import linecache
 import os
 import resource
-import signal
-import socket
 import sys
 import traceback
+from contextlib import AbstractContextManager, nullcontext
 from typing import Literal
-
-from .layers import Features, Settings, isolate
 
 Outcome = Literal["ok", "error", "memory"]
 
 SNIPPET_NAME = "<snippet>"
 MSG_BYTES = 65536  # the largest control message; code travels in a memfd, so headers stay small
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def snippet_main(sock: socket.socket, settings: Settings, features: Features, workdir: str,
-                 cgroups: list[str], namespace: dict[str, object]) -> None:
-    """Runs in the forked spare: isolate, wait for one request, run it, exit. Never returns."""
-    status = 70  # EX_SOFTWARE: set-up failed before any request
-    try:
-        signal.set_wakeup_fd(-1)
-        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_DFL)
-        keep = sock.fileno()
-        os.closerange(3, keep)
-        os.closerange(keep + 1, 1 << 20)
-        isolate(settings, features, workdir, cgroups)
-        data, fds, _flags, _addr = socket.recv_fds(sock, MSG_BYTES, 4)
-        if not data or len(fds) != 4:
-            os._exit(0)  # the template retired this spare
-        request = json.loads(data)
-        code_fd, out_fd, err_fd, report_fd = fds
-        null = os.open("/dev/null", os.O_RDONLY)
-        for source, target in ((null, 0), (out_fd, 1), (err_fd, 2)):
-            os.dup2(source, target)
-            os.close(source)
-        sock.close()
-        cpu_s = int(request["timeout_s"]) + 2  # a backstop only: the template kills on wall time first
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
-        with os.fdopen(code_fd, "rb") as handle:
-            code = handle.read().decode("utf-8", errors="replace")
-        streams = (io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace"),
-                   io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
-                                    line_buffering=True))
-        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__ = streams  # the originals go to the template log
-        sys.argv = [SNIPPET_NAME]
-        runner = os.getpid()
-        outcome = run_snippet(code, bool(request.get("repl", True)), namespace)
-        finish(streams, outcome, report_fd if os.getpid() == runner else -1)  # forked copies do not report
-    except BaseException:  # noqa: BLE001 - a spare must never return into the template's loop
-        traceback.print_exc()
-    finally:
-        os._exit(status)
+def open_streams() -> tuple[io.TextIOWrapper, io.TextIOWrapper]:
+    """Text streams over fds 1 and 2 (the call's pipes), installed as sys.stdout/stderr and their originals."""
+    streams = (io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace"),
+               io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace",
+                                line_buffering=True))
+    sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__ = streams  # the originals go to the template log
+    return streams
 
 
-def run_snippet(code: str, repl: bool, namespace: dict[str, object]) -> Outcome:
+def read_code(code_fd: int) -> str:
+    with os.fdopen(code_fd, "rb") as handle:
+        return handle.read().decode("utf-8", errors="replace")
+
+
+def run_once(request: dict[str, object], fds: list[int], namespace: dict[str, object]) -> None:
+    """Run one snippet in this (isolated, forked) process and exit; the process's end ends the snippet's tree."""
+    code_fd, out_fd, err_fd, report_fd = fds
+    null = os.open("/dev/null", os.O_RDONLY)
+    for source, target in ((null, 0), (out_fd, 1), (err_fd, 2)):
+        os.dup2(source, target)
+        os.close(source)
+    cpu_s = int(float(request["timeout_s"])) + 2  # type: ignore[arg-type] # a backstop: wall time is enforced first
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
+    code = read_code(code_fd)
+    streams = open_streams()
+    sys.argv = [SNIPPET_NAME]
+    runner = os.getpid()
+    outcome = run_snippet(code, bool(request.get("repl", True)), namespace)
+    finish(streams, outcome, report_fd if os.getpid() == runner else -1)  # forked copies do not report
+
+
+def run_snippet(code: str, repl: bool, namespace: dict[str, object], name: str = SNIPPET_NAME,
+                guard: AbstractContextManager[object] | None = None) -> Outcome:
     """Execute ``code`` as a program; with ``repl`` print the repr of a final bare expression (unless None).
+
+    ``name`` is the file name tracebacks show. ``guard`` is entered around the user's code alone (running it and
+    showing its value), not around this runner's bookkeeping: a session's interrupt is honoured only inside it.
 
     >>> run_snippet("x = 6\\nx * 7", True, {})
     42
@@ -75,14 +67,17 @@ def run_snippet(code: str, repl: bool, namespace: dict[str, object]) -> Outcome:
     'error'
     """
     try:
-        tree = ast.parse(code, SNIPPET_NAME)
-        linecache.cache[SNIPPET_NAME] = (len(code), None, code.splitlines(True), SNIPPET_NAME)
+        tree = ast.parse(code, name)
+        linecache.cache[name] = (len(code), None, code.splitlines(True), name)
         last = tree.body.pop() if repl and tree.body and isinstance(tree.body[-1], ast.Expr) else None
-        exec(compile(tree, SNIPPET_NAME, "exec"), namespace)  # noqa: S102 - running it is the point
-        if last is not None:
-            value = eval(compile(ast.Expression(last.value), SNIPPET_NAME, "eval"), namespace)  # noqa: S307
-            if value is not None:
-                print(repr(value))
+        body = compile(tree, name, "exec")
+        shown = compile(ast.Expression(last.value), name, "eval") if last is not None else None
+        with guard if guard is not None else nullcontext():
+            exec(body, namespace)  # noqa: S102 - running it is the point
+            if shown is not None:
+                value = eval(shown, namespace)  # noqa: S307
+                if value is not None:
+                    print(repr(value))
         return "ok"
     except SystemExit as exc:
         if exc.code is None or exc.code == 0:
@@ -99,12 +94,21 @@ def run_snippet(code: str, repl: bool, namespace: dict[str, object]) -> Outcome:
 
 
 def _print_user_traceback(exc: BaseException) -> None:
-    """The traceback without this runner's own frame (as ``python file.py`` would show it)."""
+    """The traceback without this runner's own frames (as ``python file.py`` would show it): the first is the
+    runner's call into the code, a last one a session's interrupt handler raising KeyboardInterrupt."""
     tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+    last, entry = None, tb
+    while entry is not None and entry.tb_next is not None:
+        last, entry = entry, entry.tb_next
+    if last is not None and entry is not None and os.path.dirname(entry.tb_frame.f_code.co_filename) == HERE:
+        last.tb_next = None
     try:
         traceback.print_exception(type(exc), exc, tb if not isinstance(exc, SyntaxError) else None)
     except (MemoryError, RecursionError, OSError, ValueError):
-        os.write(2, f"{type(exc).__name__}\n".encode())
+        try:
+            os.write(2, f"{type(exc).__name__}\n".encode())
+        except OSError:
+            pass  # the parent stopped reading (output cap, or its caller gave up): nobody is there to tell
 
 
 def finish(streams: tuple[io.TextIOWrapper, io.TextIOWrapper], outcome: Outcome, report_fd: int) -> None:

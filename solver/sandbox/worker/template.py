@@ -1,10 +1,11 @@
-"""The template supervisor: keeps spare snippet processes forked ahead, hands them requests, enforces wall time,
-reaps them and reports each end to the parent."""
+"""The template supervisor: keeps spare processes forked ahead, hands them requests (one-off snippets, or calls of
+stateful sessions), enforces wall time, reaps them and reports each end to the parent."""
 
 from __future__ import annotations
 
 import gc
 import json
+import math
 import os
 import select
 import selectors
@@ -18,7 +19,8 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 
 from .layers import Features, Settings, remove_cgroups
-from .snippet import MSG_BYTES, snippet_main
+from .snippet import MSG_BYTES
+from .spare import spare_main
 from .syscalls import CLONE_NEWPID, setns, unshare
 
 @dataclass
@@ -39,6 +41,24 @@ class Job:
 
 
 @dataclass
+class Session:
+    """A spare that became a stateful session (``sid``, the parent's number): it lives until the parent ends it,
+    the template kills it, or it dies."""
+
+    sid: int
+    pid: int
+    sock: socket.socket
+    workdir: str
+    call: int | None = None  # id of the call it is running
+    fresh: bool = True  # that call is the first of this process: no earlier state exists
+    deadline: float = math.inf  # interrupt the call then (time.monotonic())
+    kill_at: float = math.inf  # kill the session then, unless the interrupted call has ended
+    timed_out: bool = False
+    killed: bool = False
+    ending: bool = False  # the parent ended it: tell the parent once it is reaped
+
+
+@dataclass
 class Template:
     settings: Settings
     control: socket.socket
@@ -51,6 +71,9 @@ class Template:
     spare_failures: int = 0
     serial: int = 0
     cleaners: set[int] = field(default_factory=set)  # pids of `rm -rf` removing old working dirs
+    sessions: dict[int, Session] = field(default_factory=dict)  # by pid, until reaped
+    bound: dict[int, int] = field(default_factory=dict)  # the parent's session number -> pid of its process
+    selector: selectors.BaseSelector = field(default_factory=selectors.DefaultSelector)
     rm: str | None = field(default_factory=lambda: shutil.which("rm"))
 
     # -- spares
@@ -72,7 +95,7 @@ class Template:
             print(f"sandbox: fork failed: {exc}", file=sys.stderr)
             pid = -1
         if pid == 0:
-            snippet_main(theirs, self.settings, self.features, workdir, self.cgroups, self.namespace)
+            spare_main(theirs, self.settings, self.features, workdir, self.cgroups, self.namespace)
         if self.features.pid_namespace:
             setns(self.pidns_fd, CLONE_NEWPID)  # later children of the template stay in its namespace
         theirs.close()
@@ -108,25 +131,119 @@ class Template:
     def dispatch(self, request: dict[str, object], fds: list[int]) -> None:
         job_id = int(request["id"])  # type: ignore[arg-type]
         timeout_s = float(request["timeout_s"])  # type: ignore[arg-type]
-        payload = json.dumps({"timeout_s": timeout_s, "repl": request.get("repl", True)}).encode()
         try:
-            for _attempt in range(2):  # a spare may have died while waiting (e.g. the OOM killer)
-                spare = self.spares.popleft() if self.spares else self.fork_spare()
-                if spare is None:
-                    break
-                try:
-                    socket.send_fds(spare.sock, [payload], fds)
-                except OSError:
-                    self.discard(spare)
-                    continue
-                spare.sock.close()
-                self.jobs[spare.pid] = Job(job_id, spare.pid, time.monotonic() + timeout_s, spare.workdir)
+            if request.get("session") is not None:
+                self.dispatch_call(int(request["session"]), job_id, timeout_s, request, fds)  # type: ignore[arg-type]
                 return
-            self.send({"op": "exit", "id": job_id, "status": None, "cpu_s": 0.0, "timed_out": False,
-                       "error": "no process could be started for the snippet"})
+            payload = json.dumps({"timeout_s": timeout_s, "repl": request.get("repl", True)}).encode()
+            spare = self.hand_to_spare(payload, fds)
+            if spare is None:
+                self.send({"op": "exit", "id": job_id, "status": None, "cpu_s": 0.0, "timed_out": False,
+                           "error": "no process could be started for the snippet"})
+                return
+            spare.sock.close()
+            self.jobs[spare.pid] = Job(job_id, spare.pid, time.monotonic() + timeout_s, spare.workdir)
         finally:
             for fd in fds:
                 os.close(fd)
+
+    def hand_to_spare(self, payload: bytes, fds: list[int]) -> Spare | None:
+        for _attempt in range(2):  # a spare may have died while waiting (e.g. the OOM killer)
+            spare = self.spares.popleft() if self.spares else self.fork_spare()
+            if spare is None:
+                return None
+            try:
+                socket.send_fds(spare.sock, [payload], fds)
+            except OSError:
+                self.discard(spare)
+                continue
+            return spare
+        return None
+
+    def dispatch_call(self, sid: int, job_id: int, timeout_s: float, request: dict[str, object],
+                      fds: list[int]) -> None:
+        """One call of session ``sid``: in its live process, or in a new one (the first call, or the old process
+        died or was killed: the exit message then says ``fresh``)."""
+        payload = json.dumps({"id": job_id, "timeout_s": timeout_s, "repl": request.get("repl", True),
+                              "session": True}).encode()
+        session = self.sessions.get(self.bound.get(sid, -1))
+        if session is not None and session.call is not None:
+            self.session_message(session)  # its "done" may be waiting unread
+        if session is not None and (session.call is not None or session.killed):
+            # The parent gave up on the previous call (it answered at the limit): that process is being killed.
+            self.kill_session(session)
+            session = None
+        fresh = session is None
+        if session is not None:
+            try:
+                socket.send_fds(session.sock, [payload], fds)
+            except OSError:  # died between calls and not reaped yet
+                self.kill_session(session)
+                session, fresh = None, True
+        if session is None:
+            spare = self.hand_to_spare(payload, fds)
+            if spare is None:
+                self.send({"op": "exit", "id": job_id, "status": None, "cpu_s": 0.0, "timed_out": False,
+                           "error": "no process could be started for the session", "fresh": True, "lost": False})
+                return
+            spare.sock.setblocking(False)
+            session = Session(sid, spare.pid, spare.sock, spare.workdir)
+            self.sessions[spare.pid] = session
+            self.bound[sid] = spare.pid
+            self.selector.register(spare.sock, selectors.EVENT_READ, spare.pid)
+        session.call, session.fresh, session.timed_out = job_id, fresh, False
+        session.deadline, session.kill_at = time.monotonic() + timeout_s, math.inf
+
+    def session_message(self, session: Session) -> None:
+        """Read what a session sent: ``done`` ends its call (its state kept)."""
+        while True:
+            try:
+                data = session.sock.recv(MSG_BYTES)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if not data:  # it died: reap() reports that
+                self.selector.unregister(session.sock)
+                session.sock.close()
+                return
+            message = json.loads(data)
+            if message.get("op") == "done" and message.get("id") == session.call and not session.killed:
+                self.send({"op": "exit", "id": session.call, "status": 0, "cpu_s": message.get("cpu_s", 0.0),
+                           "timed_out": session.timed_out, "error": None, "fresh": session.fresh, "lost": False})
+                session.call, session.deadline, session.kill_at = None, math.inf, math.inf
+
+    def interrupt(self, session: Session) -> None:
+        """KeyboardInterrupt in the session's call; killed unless the call ends within the grace period."""
+        if session.kill_at < math.inf or session.killed:
+            return
+        session.kill_at = time.monotonic() + self.settings.interrupt_grace_s
+        try:
+            os.kill(session.pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass  # died meanwhile; reaped below
+
+    def kill_session(self, session: Session) -> None:
+        """Kill the session's process (init of its pid namespace: its whole tree) and unbind its number."""
+        if self.bound.get(session.sid) == session.pid:
+            del self.bound[session.sid]
+        if session.killed:
+            return
+        session.killed = True
+        try:
+            os.kill(session.pid, signal.SIGKILL)
+            if not self.features.pid_namespace:
+                os.killpg(session.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # exited on its own meanwhile; a zombie until reaped
+
+    def end_session(self, sid: int) -> None:
+        session = self.sessions.get(self.bound.get(sid, -1))
+        if session is None:
+            self.send({"op": "ended", "sid": sid})  # never started, or already dead and reaped
+            return
+        session.ending = True
+        self.kill_session(session)
 
     def discard(self, spare: Spare) -> None:
         spare.sock.close()
@@ -148,7 +265,8 @@ class Template:
             pass  # exited on its own meanwhile; still a zombie until reaped, so the pid was not reused
 
     def enforce_deadlines(self) -> float | None:
-        """Kill jobs past their wall time; return seconds until the next deadline."""
+        """Kill jobs past their wall time, interrupt session calls past theirs and kill the sessions that did not
+        recover; return seconds until the next deadline."""
         now = time.monotonic()
         nearest = None
         for job in self.jobs.values():
@@ -160,6 +278,17 @@ class Template:
             else:
                 left = job.deadline - now
                 nearest = left if nearest is None else min(nearest, left)
+        for session in list(self.sessions.values()):
+            if session.call is None or session.killed:
+                continue
+            if now >= session.kill_at:
+                self.kill_session(session)
+                continue
+            if now >= session.deadline and session.kill_at == math.inf:
+                session.timed_out = True
+                self.interrupt(session)
+            left = (session.deadline if session.kill_at == math.inf else session.kill_at) - now
+            nearest = left if nearest is None else min(nearest, left)
         return nearest
 
     def reap(self) -> None:
@@ -171,16 +300,20 @@ class Template:
             if info is None:
                 return
             job = self.jobs.get(info.si_pid)
-            if job is not None and not self.features.pid_namespace:
+            session = self.sessions.get(info.si_pid)
+            if (job is not None or session is not None) and not self.features.pid_namespace:
                 # Still a zombie, so its pid (= its process group id) cannot have been reused yet.
                 try:
-                    os.killpg(job.pid, signal.SIGKILL)
+                    os.killpg(info.si_pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass  # no member of its group is left
             pid, status, usage = os.wait4(info.si_pid, 0)
             if job is not None:
                 del self.jobs[pid]
                 self.finish_job(job, status, usage.ru_utime + usage.ru_stime)
+            elif session is not None:
+                del self.sessions[pid]
+                self.finish_session(session, status, usage.ru_utime + usage.ru_stime)
             elif pid in self.cleaners:
                 self.cleaners.discard(pid)
             elif any(spare.pid == pid for spare in self.spares):
@@ -195,10 +328,27 @@ class Template:
         self.send({"op": "exit", "id": job.id, "status": status, "cpu_s": round(cpu_s, 4),
                    "timed_out": job.timed_out, "error": None})
 
+    def finish_session(self, session: Session, status: int, cpu_s: float) -> None:
+        """A session's process is gone: its state with it. A call it was running ends ``lost``."""
+        if self.bound.get(session.sid) == session.pid:
+            del self.bound[session.sid]
+        if session.sock.fileno() >= 0:
+            self.selector.unregister(session.sock)
+            session.sock.close()
+        if not self.features.pid_namespace:
+            self.sweep_orphans()
+        self.remove_workdir(session.workdir)
+        if session.call is not None:
+            self.send({"op": "exit", "id": session.call, "status": status, "cpu_s": round(cpu_s, 4),
+                       "timed_out": session.timed_out, "error": None, "fresh": session.fresh, "lost": True})
+        if session.ending:
+            self.send({"op": "ended", "sid": session.sid})
+
     def sweep_orphans(self) -> None:
         """Without pid namespaces, daemons that left their session were re-parented to us (child subreaper):
         kill every child that is neither a job nor a spare."""
-        known = {job.pid for job in self.jobs.values()} | {spare.pid for spare in self.spares} | self.cleaners
+        known = ({job.pid for job in self.jobs.values()} | {spare.pid for spare in self.spares} | self.cleaners
+                 | set(self.sessions))
         try:
             with open(f"/proc/self/task/{os.getpid()}/children") as handle:
                 children = [int(pid) for pid in handle.read().split()]
@@ -238,10 +388,16 @@ class Template:
             return True
         for fd in fds:
             os.close(fd)
-        if op == "kill":
+        if op == "kill":  # output over its cap, or the caller gave up
             for job in self.jobs.values():
                 if job.id == message.get("id"):
                     self.kill(job)
+            for session in self.sessions.values():
+                if session.call is not None and session.call == message.get("id"):
+                    self.interrupt(session)  # the session keeps its state if the call ends on the interrupt
+            return True
+        if op == "end":
+            self.end_session(int(message["sid"]))  # type: ignore[arg-type]
             return True
         return op != "close"
 
@@ -250,8 +406,10 @@ class Template:
             self.discard(spare)
         for job in self.jobs.values():
             self.kill(job)
+        for session in list(self.sessions.values()):
+            self.kill_session(session)
         deadline = time.monotonic() + 5.0
-        while (self.jobs or self.spares or self.cleaners) and time.monotonic() < deadline:
+        while (self.jobs or self.spares or self.cleaners or self.sessions) and time.monotonic() < deadline:
             self.reap()  # killed spares are reaped here and leave the list
             time.sleep(0.005)
         remove_cgroups(self.cgroups)
@@ -261,7 +419,7 @@ class Template:
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGCHLD, lambda *_: None)  # the wakeup fd is what wakes the loop
         self.control.setblocking(False)
-        selector = selectors.DefaultSelector()
+        selector = self.selector
         selector.register(self.control, selectors.EVENT_READ, "control")
         selector.register(wake_r, selectors.EVENT_READ, "wake")
         gc.freeze()  # keep the template's objects out of every snippet's garbage collections (fewer copies)
@@ -273,6 +431,11 @@ class Template:
             for key, _events in selector.select(timeout):
                 if key.data == "wake":
                     _drain(wake_r)
+                    continue
+                if isinstance(key.data, int):  # a session's pid
+                    session = self.sessions.get(key.data)
+                    if session is not None:
+                        self.session_message(session)
                     continue
                 while running:
                     try:
