@@ -1,12 +1,17 @@
 """The sandbox pool: runs generated Python snippets in isolated processes forked from one warm template.
 
-This is the parent side. It starts ``solver/sandbox/worker.py`` as a fresh interpreter (never a fork of the
+This is the parent side. It starts the ``solver/sandbox/worker`` package as a fresh interpreter (never a fork of the
 solver), which imports the preamble once and forks one isolated process per snippet. The parent hands each
 snippet its code (a memfd) and the write ends of three pipes (stdout, stderr, report) and reads the pipes on
 the event loop, capping output while it streams. The template enforces wall time and reports each snippet's
 end. ``run`` answers by the time limit (plus a quarter second) even when the kernel needs longer to tear a
 large process tree down; the snippet's worker slot stays taken until the template has reaped it, so at most
-``workers`` snippets (or their remains) occupy the machine, and the rest wait here. What the isolation holds,
+``workers`` snippets (or their remains) occupy the machine, and the rest wait here.
+
+``session()`` gives a repetition its own stateful interpreter (``PoolSession``): a spare process like any snippet's,
+with the same isolation, that keeps its names from one call to the next. A call takes a worker slot only while it
+runs; at its limit it is interrupted (KeyboardInterrupt) and keeps its state if it recovers within
+``interrupt_grace_s``, else the session is killed and the result says ``state_lost``. What the isolation holds,
 and where it does not, is written down in docs/sandbox.md.
 """
 
@@ -33,11 +38,16 @@ from solver.config import SandboxConfig
 from solver.registry import Registry
 from solver.types import Execution, ExecStatus, Sandbox
 
-WORKER = Path(__file__).with_name("worker.py")
-# Run the worker by path with the standard sys.path minus its first entry: the worker's own directory holds a
-# module named ``types`` that would shadow the standard library. (-I would do that too, but it also ignores
-# PYTHONHASHSEED, which keeps set/dict printing order the same from run to run.)
-BOOTSTRAP = "import runpy, sys; del sys.path[0]; runpy.run_path(sys.argv[1], run_name='__main__')"
+WORKER = Path(__file__).with_name("worker") / "__init__.py"
+# Load the worker package under a name of its own, by path: importing it as ``solver.sandbox.worker`` would run
+# the solver's package initialisers in the template. The standard sys.path loses its first entry (the working
+# directory). (-I would isolate the path too, but it also ignores PYTHONHASHSEED, which keeps set/dict printing
+# order the same from run to run.)
+BOOTSTRAP = ("import importlib.util, sys; del sys.path[0]; "
+             "spec = importlib.util.spec_from_file_location('sandbox_worker', sys.argv[1]); "
+             "package = sys.modules[spec.name] = importlib.util.module_from_spec(spec); "
+             "spec.loader.exec_module(package); "
+             "from sandbox_worker.bootstrap import main; sys.exit(main(sys.argv))")
 MSG_BYTES = 65536
 START_TIMEOUT_S = 120.0  # importing numpy + sympy and warming up takes ~1-2 s on 2 cores; allow a busy machine
 RETURN_SLACK_S = 0.25  # run() answers at most this long after the time limit, whatever the teardown takes
@@ -46,6 +56,9 @@ EOF_GRACE_S = 0.25  # after a snippet's tree is gone its pipes are at EOF; this 
 REPORT_BYTES = 64
 DIR_PREFIX = "solver-sandbox-"  # + owner pid + "-": a pool whose owner was killed is swept by the next one
 SANDBOX_NOTE = "\n[sandbox] "
+MAX_SESSIONS = 64  # live sessions per pool by default: each idle one is a sleeping process of ~10-20 MB of its own
+INTERRUPT_GRACE_S = 0.5  # an interrupted Python loop stops within microseconds; this covers a loaded machine
+END_WAIT_S = 5.0  # close() waits this long for the kernel to tear a session's tree down (a fork bomb's takes seconds)
 
 
 class SandboxError(RuntimeError):
@@ -109,6 +122,8 @@ class _Exit:
     cpu_s: float = 0.0
     timed_out: bool = False
     note: str | None = None  # why there is no process status
+    fresh: bool = False  # a session call that ran in a new process (no state from earlier calls)
+    lost: bool = False  # a session call whose process died or was killed (its state is gone)
 
 
 def classify(*, cancelled: bool, timed_out: bool, truncated: bool, outcome: str | None,
@@ -211,19 +226,21 @@ class _Template:
         self.base_dir = base_dir
         self.cgroups = tuple(cgroups)
         self.flights: dict[int, _Flight] = {}
+        self.ended: dict[int, asyncio.Event] = {}  # session number -> set once its process tree is reaped
         self.alive = True
         self._reader = asyncio.get_running_loop().create_task(self._read_messages())
 
     @classmethod
-    async def launch(cls, config: SandboxConfig, workers: int, spares: int, disk_mb: int,
-                     namespaces: bool) -> _Template:
+    async def launch(cls, config: SandboxConfig, workers: int, spares: int, disk_mb: int, namespaces: bool,
+                     sessions: int, interrupt_grace_s: float) -> _Template:
         loop = asyncio.get_running_loop()
         await asyncio.to_thread(_remove_stale_dirs)
         base_dir = tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         settings = {"parent_pid": os.getpid(), "control_fd": theirs.fileno(), "base_dir": base_dir,
                     "preamble": config.preamble, "memory_mb": config.memory_mb, "disk_mb": disk_mb,
-                    "spares": spares, "workers": workers, "namespaces": namespaces}
+                    "spares": spares, "workers": workers, "namespaces": namespaces, "sessions": sessions,
+                    "interrupt_grace_s": interrupt_grace_s}
         log_path = os.path.join(base_dir, "template.log")
         process = None
         try:
@@ -280,10 +297,13 @@ class _Template:
                 if not data:
                     break
                 message = json.loads(data)
+                if message.get("op") == "ended":
+                    self.ended.pop(message["sid"], asyncio.Event()).set()
                 flight = self.flights.pop(message.get("id"), None) if message.get("op") == "exit" else None
                 if flight is not None:
                     flight.finish(_Exit(message["status"], message["cpu_s"], message["timed_out"],
-                                        message.get("error")))
+                                        message.get("error"), message.get("fresh", False),
+                                        message.get("lost", False)))
         finally:
             self._lost("the sandbox template exited")
 
@@ -292,7 +312,10 @@ class _Template:
         self.alive = False
         flights, self.flights = self.flights, {}
         for flight in flights.values():
-            flight.finish(_Exit(None, note=note))
+            flight.finish(_Exit(None, note=note, lost=True))  # its sessions died with it
+        ended, self.ended = self.ended, {}
+        for event in ended.values():
+            event.set()
 
     async def stop(self, note: str, grace_s: float = 5.0) -> None:
         """Ask the template to kill everything and exit; force it after ``grace_s``."""
@@ -333,12 +356,22 @@ class ProcessPoolSandbox:
 
     ``disk_mb`` caps each file a snippet writes (and its private tmpfs); ``spares`` is how many snippet
     processes wait forked ahead (default: one per worker); ``namespaces=False`` skips every namespace (the
-    layers that remain are listed in docs/sandbox.md), for hosts where they misbehave.
+    layers that remain are listed in docs/sandbox.md), for hosts where they misbehave. ``max_sessions`` caps
+    the live stateful sessions (``session()`` waits for a free place beyond it), so that a run cannot exhaust
+    memory with them; ``interrupt_grace_s`` is how long an interrupted session call may take to stop before the
+    session is killed.
     """
 
     def __init__(self, config: SandboxConfig, *, disk_mb: int = 64, spares: int | None = None,
-                 namespaces: bool = True) -> None:
+                 namespaces: bool = True, max_sessions: int = MAX_SESSIONS,
+                 interrupt_grace_s: float = INTERRUPT_GRACE_S) -> None:
+        if max_sessions < 1 or interrupt_grace_s < 0:
+            raise ValueError("max_sessions must be >= 1 and interrupt_grace_s >= 0")
         self.config = config
+        self.max_sessions = max_sessions
+        self.interrupt_grace_s = interrupt_grace_s
+        self._live = asyncio.Semaphore(max_sessions)
+        self._next_sid = 0
         self.workers = config.workers or default_workers()
         self.disk_mb = disk_mb
         self.spares = spares if spares is not None else self.workers
@@ -372,7 +405,7 @@ class ProcessPoolSandbox:
             if self._template is not None:
                 await self._template.stop("the sandbox template exited")
             self._template = await _Template.launch(self.config, self.workers, self.spares, self.disk_mb,
-                                                    self.namespaces)
+                                                    self.namespaces, self.max_sessions, self.interrupt_grace_s)
 
     async def run(self, code: str, *, timeout_s: float | None = None) -> Execution:
         """Run one snippet; every failure of the snippet (or of the pool) is a status, never an exception.
@@ -380,6 +413,20 @@ class ProcessPoolSandbox:
         Cancelling the awaiting task kills the snippet's whole tree, or keeps a queued snippet from running;
         the CancelledError propagates as usual.
         """
+        return await self._execute(code, timeout_s, None)
+
+    async def session(self) -> PoolSession:
+        """A new stateful session, held by one repetition until it calls ``close``. Waits while ``max_sessions``
+        are live. On a closed pool the session is closed too (its calls answer ``cancelled``)."""
+        self._bind_loop()
+        live = self._live
+        self._next_sid += 1
+        if self._closed:
+            return PoolSession(self, self._next_sid, None, closed=True)
+        await live.acquire()
+        return PoolSession(self, self._next_sid, live)
+
+    async def _execute(self, code: str, timeout_s: float | None, session: PoolSession | None) -> Execution:
         limit = self.config.timeout_s if timeout_s is None else max(0.001, timeout_s)
         begun = time.monotonic()
         self._bind_loop()
@@ -396,18 +443,21 @@ class ProcessPoolSandbox:
             self._slots.release()
             raise
         assert self._template is not None  # start() succeeded
-        return await self._run_in(self._template, code, limit)
+        return await self._run_in(self._template, code, limit, session)
 
-    async def _run_in(self, template: _Template, code: str, timeout_s: float) -> Execution:
+    async def _run_in(self, template: _Template, code: str, timeout_s: float,
+                      session: PoolSession | None = None) -> Execution:
         self._next_id += 1
         flight = _Flight(self._next_id, self._slots.release)
         begun = time.monotonic()
         captures: list[_Capture] = []
+        sid = session.sid if session is not None else None
         try:
-            out_r, err_r, report_r = self._dispatch(template, flight, code, timeout_s)
+            out_r, err_r, report_r = self._dispatch(template, flight, code, timeout_s, sid)
         except SandboxError as exc:
-            flight.finish(_Exit(None, note=str(exc)))
-            return Execution(code, "error", "", str(exc), time.monotonic() - begun)
+            flight.finish(_Exit(None, note=str(exc), lost=sid is not None))
+            return Execution(code, "error", "", str(exc), time.monotonic() - begun,
+                             state_lost=session is not None and session.lose_state())
         overflow = lambda: template.kill(flight)  # noqa: E731 - output over the cap: stop the snippet now
         try:
             out = _Capture(out_r, self.config.output_bytes, flight.changed, overflow)
@@ -415,11 +465,16 @@ class ProcessPoolSandbox:
             report = _Capture(report_r, REPORT_BYTES, flight.changed, lambda: None)
             captures = [out, err, report]
             late = False
+            # A session call may run on for the grace period after its interrupt, and its answer waits for the
+            # template's word that the call ended (so the next call never meets this one still running).
+            answer_by = timeout_s + RETURN_SLACK_S + (self.interrupt_grace_s if session is not None else 0.0)
             try:
                 # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that lands just as the
                 # snippet finishes, and the cancelled repetition would then run on.
-                async with asyncio.timeout(timeout_s + RETURN_SLACK_S):
+                async with asyncio.timeout(answer_by):
                     await self._settle(flight, out, err, report)
+                    if session is not None:
+                        await flight.ended.wait()
             except TimeoutError:
                 # Past the limit and not yet reaped (a big tree takes the kernel seconds to tear down): answer
                 # now; the slot stays taken until the template reports the end.
@@ -434,9 +489,15 @@ class ProcessPoolSandbox:
             stderr = err.text()
             if exit_ is not None and exit_.note and outcome is None:
                 stderr += SANDBOX_NOTE + exit_.note
-            return Execution(code, status, out.text(), stderr, time.monotonic() - begun)
+            state_lost = False
+            if session is not None:
+                # Answered late: the template kills the session at the end of the grace period, if not yet.
+                state_lost = session.settle_state(exit_ if not late else _Exit(None, lost=True))
+            return Execution(code, status, out.text(), stderr, time.monotonic() - begun, state_lost=state_lost)
         except asyncio.CancelledError:
-            template.kill(flight)
+            template.kill(flight)  # a session call is interrupted, and keeps its state if it recovers
+            if session is not None:
+                session.unfinished = flight
             raise
         finally:
             for capture in captures:
@@ -450,6 +511,7 @@ class ProcessPoolSandbox:
             return
         old, self._template, self._loop = self._template, None, loop
         self._slots = asyncio.Semaphore(self.workers)
+        self._live = asyncio.Semaphore(self.max_sessions)
         self._start_lock = asyncio.Lock()
         self._watchers = set()
         if old is not None:
@@ -470,7 +532,8 @@ class ProcessPoolSandbox:
         self._watchers.add(task)
         task.add_done_callback(self._watchers.discard)
 
-    def _dispatch(self, template: _Template, flight: _Flight, code: str, timeout_s: float) -> tuple[int, int, int]:
+    def _dispatch(self, template: _Template, flight: _Flight, code: str, timeout_s: float,
+                  sid: int | None) -> tuple[int, int, int]:
         """Hand the code and the pipes' write ends to the template; return the read ends."""
         code_fd = os.memfd_create("snippet", os.MFD_CLOEXEC)
         pipes = [os.pipe2(os.O_CLOEXEC) for _ in range(3)]
@@ -481,8 +544,11 @@ class ProcessPoolSandbox:
                 view = view[os.write(code_fd, view):]
             os.lseek(code_fd, 0, os.SEEK_SET)
             template.flights[flight.id] = flight
-            template.send({"op": "run", "id": flight.id, "timeout_s": timeout_s, "repl": self.config.repl},
-                          [code_fd, *(w for _r, w in pipes)])
+            message: dict[str, object] = {"op": "run", "id": flight.id, "timeout_s": timeout_s,
+                                          "repl": self.config.repl}
+            if sid is not None:
+                message["session"] = sid
+            template.send(message, [code_fd, *(w for _r, w in pipes)])
         except BaseException:
             template.flights.pop(flight.id, None)
             for r, _w in pipes:
@@ -527,6 +593,99 @@ class ProcessPoolSandbox:
     def pids(self) -> set[int]:
         """Pids of live processes this pool started (the template and all its descendants)."""
         return self._template.pids() if self._template is not None else set()
+
+    async def _end_session(self, sid: int) -> None:
+        """Kill a session's process tree and wait (bounded) until the template has reaped it."""
+        template = self._template
+        if template is None or not template.alive or self._loop is not asyncio.get_running_loop():
+            return  # no template: nothing of the session is alive
+        ended = template.ended.setdefault(sid, asyncio.Event())
+        try:
+            template.send({"op": "end", "sid": sid})
+        except SandboxError:
+            return  # the template is gone, and its sessions with it
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(END_WAIT_S):
+                await ended.wait()
+
+
+class PoolSession:
+    """One repetition's stateful interpreter in a ``ProcessPoolSandbox`` (the ``PythonSession`` protocol).
+
+    Calls run one at a time, each in the same isolated process, so names survive between them; the process is
+    started by the first call (from a spare forked ahead) and killed, with everything it started, by ``close``.
+    Failures are statuses; ``Execution.state_lost`` says that earlier names are gone: set on the call during
+    which the session was killed or died, or on the first call after it died between calls (then that call ran
+    in a new, empty process).
+    """
+
+    def __init__(self, pool: ProcessPoolSandbox, sid: int, live: asyncio.Semaphore | None, *,
+                 closed: bool = False) -> None:
+        self.sid = sid
+        self._pool = pool
+        self._live = live  # the pool's cap on live sessions, released by close
+        self._lock = asyncio.Lock()
+        self._closed = closed
+        self._started = False  # a call was handed to the template: there may be a process to kill
+        self.unfinished: _Flight | None = None  # a call whose caller was cancelled; it may still be stopping
+        self._state = False  # the current process ran a call, and its loss has not been reported
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def run(self, code: str, *, timeout_s: float | None = None) -> Execution:
+        """Run one call in this session; like ``ProcessPoolSandbox.run``, but names persist."""
+        async with self._lock:
+            if self._closed:
+                return Execution(code, "cancelled", "", "the session is closed", 0.0)
+            if self.unfinished is not None:
+                # Wait for the interrupted call to stop (or for the template to kill it after the grace period):
+                # handed over before that, this call would find the process busy and start afresh.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._pool.interrupt_grace_s + RETURN_SLACK_S):
+                        await self.unfinished.ended.wait()
+                self.unfinished = None
+            self._started = True
+            return await self._pool._execute(code, timeout_s, self)
+
+    async def close(self) -> None:
+        """Kill the session's process tree and give its place back; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            if self._started:
+                await self._pool._end_session(self.sid)
+        finally:
+            if self._live is not None:
+                self._live.release()
+                self._live = None
+
+    def settle_state(self, exit_: _Exit | None) -> bool:
+        """Account for one finished call; True when the model must be told that earlier names are gone.
+
+        >>> session = PoolSession(None, 1, None)  # type: ignore[arg-type]
+        >>> [session.settle_state(_Exit(0, fresh=True)), session.settle_state(_Exit(0))]  # first, second call
+        [False, False]
+        >>> session.settle_state(_Exit(9, lost=True))  # killed during this call
+        True
+        >>> session.settle_state(_Exit(0, fresh=True))  # the next call, in a new process: already told
+        False
+        >>> session.settle_state(_Exit(0, fresh=True))  # died between calls, unseen: tell now
+        True
+        """
+        if exit_ is None or exit_.lost:
+            self._state = False
+            return True
+        lost = exit_.fresh and self._state
+        self._state = True
+        return lost
+
+    def lose_state(self) -> bool:
+        """The call could not be handed over (the template is gone, and the session's process with it)."""
+        lost, self._state = self._state, False
+        return lost
 
 
 def _template_env(base_dir: str) -> dict[str, str]:

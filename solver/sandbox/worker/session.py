@@ -1,0 +1,164 @@
+"""A stateful session: one isolated process that runs a repetition's calls one after another in one namespace.
+
+Names, imports, functions and files in the private working directory survive from call to call, like the cells of
+a notebook. Each call brings its own code (a memfd) and stdout, stderr and report pipes, exactly as a one-off
+snippet does, so the parent reads and caps its output the same way. The template interrupts a call at its
+wall-time limit with SIGINT, which this process turns into ``KeyboardInterrupt`` only while the user's code runs
+(never inside this runner's bookkeeping); if the call has not finished a grace period later, the template kills
+the session (init of its pid namespace: its whole tree) and the parent reports the state as lost. After every
+call, each process the call started is killed and reaped, so an idle session is one sleeping process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import socket
+import sys
+from types import FrameType, TracebackType
+from typing import NoReturn
+
+from .snippet import MSG_BYTES, SNIPPET_NAME, finish, open_streams, read_code, run_snippet
+from .syscalls import PR_SET_CHILD_SUBREAPER, prctl
+
+
+class Interruptible:
+    """Entered around the user's code: a SIGINT that arrives meanwhile raises KeyboardInterrupt; one that arrives
+    outside (a deadline that raced the call's end) is ignored, so the runner's own steps are never cut short."""
+
+    active = False
+
+    def __enter__(self) -> None:
+        Interruptible.active = True
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        Interruptible.active = False
+
+
+def on_interrupt(_signum: int, _frame: FrameType | None) -> None:
+    if Interruptible.active:
+        raise KeyboardInterrupt
+
+
+def serve_session(sock: socket.socket, request: dict[str, object], fds: list[int], namespace: dict[str, object],
+                  pid_namespace: bool) -> NoReturn:
+    """Serve calls until the template closes the socket or kills this process. Never returns."""
+    null = os.open("/dev/null", os.O_RDWR)
+    os.dup2(null, 0)
+    sys.argv = [SNIPPET_NAME]
+    if not pid_namespace:
+        prctl(PR_SET_CHILD_SUBREAPER, 1)  # daemons a call starts come back here, to be killed after the call
+    sock.setblocking(True)
+    signal.signal(signal.SIGINT, on_interrupt)
+    plumbing = Plumbing.now()
+    cell = 0
+    while True:
+        cell += 1
+        cpu_s = run_call(request, fds, namespace, f"<cell {cell}>", pid_namespace, null, plumbing)
+        sock.send(json.dumps({"op": "done", "id": request["id"], "cpu_s": round(cpu_s, 4)}).encode())
+        data, fds, _flags, _addr = socket.recv_fds(sock, MSG_BYTES, 4)
+        if not data or len(fds) != 4:
+            os._exit(0)  # the template closed the session
+        request = json.loads(data)
+
+
+class Plumbing:
+    """The session's signal handlers and signal mask. Restored after every call, with its timers cleared: a
+    handler, alarm or blocked signal a call leaves behind would otherwise fire into (or disarm) the runner
+    between calls, or the interrupt of the next call. Names survive; these process settings do not."""
+
+    def __init__(self, handlers: dict[signal.Signals, object], mask: set[signal.Signals]) -> None:
+        self.handlers = handlers
+        self.mask = mask
+
+    @classmethod
+    def now(cls) -> Plumbing:
+        handlers = {sig: signal.getsignal(sig) for sig in signal.valid_signals()
+                    if sig not in (signal.SIGKILL, signal.SIGSTOP)}
+        return cls({sig: handler for sig, handler in handlers.items() if handler is not None},
+                   signal.pthread_sigmask(signal.SIG_BLOCK, []))
+
+    def restore(self) -> None:
+        for timer in (signal.ITIMER_REAL, signal.ITIMER_VIRTUAL, signal.ITIMER_PROF):
+            signal.setitimer(timer, 0)
+        for sig, handler in self.handlers.items():
+            if signal.getsignal(sig) is not handler:
+                signal.signal(sig, handler)  # type: ignore[arg-type]
+        signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
+
+
+def run_call(request: dict[str, object], fds: list[int], namespace: dict[str, object], name: str,
+             pid_namespace: bool, null: int, plumbing: Plumbing) -> float:
+    """Run one call in this process's namespace; return the CPU seconds it took (its children included)."""
+    code_fd, out_fd, err_fd, report_fd = fds
+    for source, target in ((out_fd, 1), (err_fd, 2)):
+        os.dup2(source, target)
+        os.close(source)
+    code = read_code(code_fd)
+    streams = open_streams()
+    before = _cpu_s()
+    runner = os.getpid()
+    try:
+        outcome = run_snippet(code, bool(request.get("repl", True)), namespace, name, Interruptible())
+    except BaseException:  # noqa: BLE001 - e.g. an interrupt that raced the end of the call: keep serving
+        outcome = "error"
+    if os.getpid() != runner:
+        finish(streams, outcome, -1)  # a copy the code forked: flush and exit, never back into this loop
+    plumbing.restore()
+    end_children(pid_namespace)
+    for stream in streams:
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass  # the parent stopped reading (output cap): what is left is not wanted
+    for target in (1, 2):
+        os.dup2(null, target)  # the call's pipes close here, so the parent sees their end
+    try:
+        os.write(report_fd, outcome.encode() + b"\n")
+    except OSError:
+        pass  # the parent stopped waiting for this call (its caller was cancelled)
+    os.close(report_fd)
+    return _cpu_s() - before
+
+
+def end_children(pid_namespace: bool) -> None:
+    """Kill every process the call started, and their descendants, and reap them all."""
+    own_group = os.getpgid(0)
+    while True:
+        if pid_namespace:
+            try:
+                os.kill(-1, signal.SIGKILL)  # from the init of a pid namespace: everything in it but itself
+            except ProcessLookupError:
+                pass  # nothing left to signal
+        else:
+            for pid in _children():
+                try:
+                    group = os.getpgid(pid)
+                    if group != own_group:
+                        os.killpg(group, signal.SIGKILL)  # a child that started its own session or group
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass  # gone meanwhile; reaped below
+        try:
+            os.waitpid(-1, 0)  # one at a time: orphans re-parented to us meanwhile are killed next round
+        except ChildProcessError:
+            return
+
+
+def _children() -> list[int]:
+    pids: list[int] = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/children") as handle:
+                pids += [int(pid) for pid in handle.read().split()]
+        except OSError:
+            continue  # the thread ended meanwhile
+    return pids
+
+
+def _cpu_s() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
