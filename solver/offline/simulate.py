@@ -219,6 +219,8 @@ def play(ballots: Sequence[Ballot | None], seconds: Sequence[float], tokens: Seq
     ...      workers=1, deadline_s=2.5).stopped_by
     'deadline'
     """
+    if workers < 1:
+        raise ValueError(f"play needs at least one worker, got {workers}")
     n = len(ballots)
     if deadline_s is not None and deadline_s <= 0:
         return Outcome(default, 0, 0, 0.0, 0.0, "deadline")
@@ -534,6 +536,18 @@ class SimulationReport:
     budget: BudgetConfig  # the budget section budgeted settings used (total_s and problems per setting)
 
 
+def auto_workers(reps: int, config: Config) -> int:
+    """What ``solve.workers = 0`` (``--workers auto``) puts in flight, as the simulator models it: the solve loop
+    launches while the engine has a free batch slot, so up to ``engine.args.max_num_seqs`` (every repetition when
+    the run's config does not say), never more than the repetitions.
+
+    >>> auto_workers(32, Config().replace({"engine.args.max_num_seqs": 16})), auto_workers(8, Config())
+    (16, 8)
+    """
+    batch = config.engine.args.get("max_num_seqs")
+    return max(1, min(reps, int(batch))) if isinstance(batch, int) and batch > 0 else reps
+
+
 def validate(req: SimulationRequest) -> None:
     if any(n < 1 for n in req.reps):
         raise SimulationError("--reps values must be >= 1")
@@ -571,7 +585,8 @@ def simulate(req: SimulationRequest) -> SimulationReport:
     if max(sizes) == 0:
         raise SimulationError("the runs hold no finished repetitions")
     try:
-        settings = grid(reps, voters, stoppers, workers, req.budgets)
+        settings = [replace(s, workers=auto_workers(s.reps, config)) if s.workers == 0 else s
+                    for s in grid(reps, voters, stoppers, workers, req.budgets)]
         for s in settings:  # fail early, in the parent, on unknown names
             make_stopper(replace(config.stop, stoppers=s.stoppers), s.reps)
         prepared = prepare(pools, voters, config, req.tokens_per_s)

@@ -71,10 +71,20 @@ def test_confidence_voter_uses_token_weighted_turn_confidence() -> None:
     assert v.winner([v.ballot(confident), v.ballot(unsure), v.ballot(unsure)]) == "5"  # 6.0 vs 4.0
 
 
-def test_confidence_voter_falls_back_to_one_without_logprobs() -> None:
+def test_confidence_voter_weighs_unrated_repetitions_like_the_rated_ones() -> None:
+    """Issue 14 §3: a repetition without confidence data weighed 1.0 while rated ones weighed ~6, so two
+    unrated votes lost to one rated vote. Unrated ballots now weigh the mean of the rated ballots counted with
+    them (and everything weighs the same when nothing is rated)."""
     v = voter("confidence")
-    assert v.ballot(rep(("5", "boxed"), confidences=((None, 100),))) == Ballot("5", 1.0)
-    assert v.ballot(rep(("5", "boxed"))) == Ballot("5", 1.0)
+    rated = v.ballot(rep(("5", "boxed"), confidences=((6.0, 100),)))
+    unrated = [v.ballot(rep(("9", "boxed"), confidences=((None, 100),))), v.ballot(rep(("9", "boxed")))]
+    assert v.winner([rated, *unrated]) == "9"  # two votes of mean weight 6 against one of 6
+    assert v.winner([*unrated, v.ballot(rep(("4", "boxed")))]) == "9"  # nothing rated: plain majority
+    low = v.ballot(rep(("3", "boxed"), confidences=((1.0, 100),)))
+    high = v.ballot(rep(("7", "boxed"), confidences=((11.0, 100),)))
+    # mean rated weight 6: the unrated "3" adds 6 to low's 1 (7) against high's 11
+    assert v.winner([low, high, v.ballot(rep(("3", "boxed")))]) == "7"
+    assert v.winner([low, high, v.ballot(rep(("3", "boxed"))), v.ballot(rep(("3", "boxed")))]) == "3"  # 13 > 11
 
 
 @pytest.mark.parametrize(("tie", "expected"), [("smallest", "9"), ("largest", "10"), ("first", "10")])

@@ -201,3 +201,16 @@ def test_budget_settings_come_from_the_config_and_overrides(tmp_path: Path):
     assert fed.summaries[0].mean == 3 and "reserve_s = 0" in markdown(fed)
     with pytest.raises(SimulationError, match="unknown config key"):
         simulate(request(run, overrides=(("budget.nope", 1),)))
+
+
+def test_a_run_made_with_workers_auto_is_simulated_with_work_in_flight(tmp_path: Path):
+    """Issue 14 §4: `--workers auto` records solve.workers = 0; the simulator took that as zero slots, launched
+    nothing and gave every problem the default answer, silently. Auto now means the engine's batch
+    (engine.args.max_num_seqs) capped at the repetitions, and 0 slots is refused."""
+    auto = Config().replace({"solve.workers": 0, "engine.args.max_num_seqs": 2})
+    run = write_run(tmp_path / "run", {f"p{i}": ("3", ["3"] * 4) for i in range(3)}, config=auto)
+    s = simulate(request(run, reps=(4,), trials=5)).summaries[0]
+    assert s.setting.workers == 2 and s.mean == 3 and s.finished == 4
+    assert s.seconds == pytest.approx(2.0)  # 4 repetitions of 1 s on 2 slots
+    with pytest.raises(SimulationError, match="--workers"):
+        simulate(request(run, reps=(4,), workers=(0,)))
