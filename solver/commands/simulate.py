@@ -72,7 +72,9 @@ def _overrides(items: list[str]) -> tuple[tuple[str, object], ...]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from solver.offline.simulate import SimulationError, SimulationRequest, simulate, write_outputs
+    from solver.offline.pools import SimulationError
+    from solver.offline.simulate import SimulationRequest, simulate
+    from solver.offline.simulate_output import write_outputs
 
     try:
         overrides = _overrides(args.overrides)

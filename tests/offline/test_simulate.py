@@ -13,7 +13,9 @@ from scipy.stats import binom
 from solver.cli import main
 from solver.config import Config
 from solver.runlog import RunLog
-from solver.offline.simulate import SimulationError, SimulationRequest, simulate, write_outputs
+from solver.offline.pools import SimulationError
+from solver.offline.simulate import SimulationRequest, simulate
+from solver.offline.simulate_output import write_outputs
 from solver.types import Answer, Problem, Repetition, Turn
 
 DATA = Path(__file__).parents[1] / "data"
@@ -190,7 +192,7 @@ def test_bad_inputs_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_budget_settings_come_from_the_config_and_overrides(tmp_path: Path):
-    from solver.offline.simulate import markdown
+    from solver.offline.simulate_output import markdown
 
     run = write_run(tmp_path / "run", {f"p{i}": ("3", ["3"] * 4) for i in range(3)})
     starved = simulate(request(run, reps=(4,), budgets=(100.0,), trials=5))  # default reserve_s is 300 s
