@@ -1,7 +1,7 @@
 """Stopping: when a problem has enough repetitions, as pure functions of the vote so far.
 
 Policies are chosen by name from :data:`STOPPERS`, each with an optional parameter after ``:``
-(``"beta:0.95"``, ``"esc:5"``, ``"agree:4"``) and combined with ``any`` or ``all``. Every policy looks at
+(``"beta:0.95"``, ``"esc:5"``, ``"agree:4"``, ``"margin:3"``, ``"lossless"``) and combined with ``any`` or ``all``. Every policy looks at
 vote *counts* (one per ballot), never at the voter's weights: the statistics behind ``beta`` and ``ztest``
 are about counts, and the agreement rules were published as counts. Weights only choose the winner.
 
@@ -181,6 +181,48 @@ def esc(state: VoteState, window: int) -> bool:
     return False
 
 
+def lossless(state: VoteState) -> bool:
+    """The runner-up plus every repetition not yet finished cannot reach the leader: the majority of all
+    ``max_repetitions`` is already decided, so stopping cannot change the answer a full run would vote (AIMO3
+    2nd place: stop when the leader can no longer be caught). Counts, as every policy here; a tie could still
+    change the answer, so the leader must stay strictly ahead.
+
+    >>> lossless(_state(*"1111", max_repetitions=7)), lossless(_state(*"1111", max_repetitions=8))
+    (True, False)
+    >>> lossless(_state(*"11121", max_repetitions=8))  # 4 against 1 + 3 left could tie
+    False
+    >>> lossless(_state(*"1.11", max_repetitions=5)), lossless(_state(max_repetitions=0))
+    (True, False)
+    """
+    v1, v2 = top_counts(state)
+    return v1 > v2 + max(0, state.max_repetitions - state.finished)
+
+
+def lead(state: VoteState) -> int:
+    """The leader's votes minus the runner-up's, where every repetition without an answer counts as an answer of
+    its own (a singleton): a failure is a vote for "something else", not for nobody.
+
+    >>> lead(_state(*"1112")), lead(_state("1", "1", None)), lead(_state("1", "1")), lead(_state(None, None))
+    (2, 1, 2, 0)
+    """
+    v1, v2 = top_counts(state)
+    if v1 == 0:
+        return 0
+    if any(b is None for b in state.ballots):
+        v2 = max(v2, 1)
+    return v1 - v2
+
+
+def margin(state: VoteState, m: int) -> bool:
+    """The leader is ``m`` votes ahead of the runner-up (:func:`lead`; a fixed-margin sequential test, the
+    rule Adaptive-Consistency's Beta posterior approximates for two answers).
+
+    >>> margin(_state(*"1112"), 2), margin(_state(*"1112"), 3), margin(_state("1", "1", None), 2)
+    (True, False, False)
+    """
+    return lead(state) >= m
+
+
 def max_reps(state: VoteState) -> bool:
     """Every allowed repetition has finished.
 
@@ -288,6 +330,18 @@ def _beta(param: str | None = None) -> Stopper:
 def _esc(param: str | None = None) -> Stopper:
     w = _whole("esc", param, 5)
     return Policy(f"esc:{w}", lambda s: esc(s, w))
+
+
+@STOPPERS.register("lossless")
+def _lossless(param: str | None = None) -> Stopper:
+    _no_param("lossless", param)
+    return Policy("lossless", lossless)
+
+
+@STOPPERS.register("margin")
+def _margin(param: str | None = None) -> Stopper:
+    m = _whole("margin", param, 3)
+    return Policy(f"margin:{m}", lambda s: margin(s, m))
 
 
 @STOPPERS.register("max_reps")

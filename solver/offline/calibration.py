@@ -34,7 +34,7 @@ class Calibration:
 
 
 def calibrate(prepared: Sequence[Prepared], setting: Setting, config: Config, *, splits: int = 20,
-              trials_per_split: int = 100, seed: int = 0, draw: Draw = "bootstrap") -> Calibration:
+              trials_per_split: int = 100, seed: int = 0, draw: Draw = "auto") -> Calibration:
     """Split each problem's repetitions into halves A and B; simulate ``setting`` from A, and build real runs
     of ``setting.reps`` consecutive repetitions from B (disjoint chunks); compare the two score distributions.
     No budget here: the check is about the vote and the stopper."""

@@ -7,9 +7,12 @@ the solve loop's decisions on them: W in flight, each taking its recorded time, 
 the stopper asked after each one, the budget manager's deadline cutting the rest. Every setting is evaluated on
 the same draws (common random numbers), so differences between settings are not sampling noise between them.
 
-Draws: ``bootstrap`` samples a problem's repetitions with replacement (models fresh reruns; works for any N),
-``subset`` without replacement (needs N <= recorded; never repeats a repetition, so it understates the spread
-when N is close to the number recorded). Deterministic for a seed whatever the number of parallel jobs.
+Draws: ``auto`` (the default) draws a problem's repetitions without replacement wherever it has N recorded and
+with replacement only where it has fewer; ``subset`` always without (needs N <= recorded), ``bootstrap`` always
+with. Without replacement is unbiased (a random subset of independent repetitions is a real run) but understates
+the spread between reruns when N is close to the number recorded (every trial then sees nearly the same
+repetitions); with replacement keeps a spread but is biased low where answers are rare
+(``solver.offline.trials.draw_indices``). Deterministic for a seed whatever the number of parallel jobs.
 
 The calibration check splits each problem's repetitions into two disjoint halves, simulates N repetitions from
 one half, and compares that score distribution with real N-repetition runs built from the other half.
@@ -39,7 +42,7 @@ class SimulationRequest:
     problems: int | None = None  # K; None = every recorded problem
     trials: int = 500
     seed: int = 0
-    draw: Draw = "bootstrap"
+    draw: Draw = "auto"
     tokens_per_s: float | None = None
     thresholds: tuple[int, ...] = ()  # empty: chosen from the scores
     jobs: int = 1
@@ -85,8 +88,8 @@ def validate(req: SimulationRequest) -> None:
         raise SimulationError("--problems must be >= 1")
     if req.tokens_per_s is not None and req.tokens_per_s <= 0:
         raise SimulationError("--tokens-per-s must be > 0")
-    if req.draw not in ("bootstrap", "subset"):
-        raise SimulationError("--draw must be bootstrap or subset")
+    if req.draw not in ("auto", "bootstrap", "subset"):
+        raise SimulationError("--draw must be auto, bootstrap or subset")
 
 
 def simulate(req: SimulationRequest) -> SimulationReport:
@@ -119,15 +122,17 @@ def simulate(req: SimulationRequest) -> SimulationReport:
     plan = Plan(prepared, settings, config.vote, config.answers, config.stop, config, k, req.draw, max(reps))
     if req.draw == "subset" and max(reps) > min(sizes):
         raise SimulationError(f"a problem has only {min(sizes)} recorded repetitions; subset draws of "
-                              f"{max(reps)} need more (use --draw bootstrap)")
+                              f"{max(reps)} need more (use --draw auto or bootstrap)")
     result = run_trials(plan, req.trials, req.seed, req.jobs)
     summaries = summarise(settings, result, k, req.thresholds or default_thresholds(result))
     calibration, note = None, None
     if req.calibration_reps != 0:
-        n = req.calibration_reps or next((r for r in sorted(reps) if 2 * r <= min(sizes)), min(sizes) // 2)
+        # Two held-out runs per half at least: at N = half the pool, the simulated side of a split is one fixed
+        # run, and 20 splits compare 20 values with 20 (KS noise ~0.2, the verdict a coin toss).
+        n = req.calibration_reps or next((r for r in sorted(reps) if 4 * r <= min(sizes)), min(sizes) // 4)
         base = settings[0]
         if n < 1:
-            note = "skipped: fewer than 2 recorded repetitions for some problem"
+            note = "skipped: fewer than 4 recorded repetitions for some problem"
         else:
             try:
                 calibration = calibrate(prepared, replace(base, reps=n, budget_s=None), config, seed=req.seed,

@@ -20,7 +20,7 @@ from solver.offline.model import Reasons, play
 from solver.offline.pools import Prepared, SimulationError
 from solver.types import Problem
 
-Draw = Literal["bootstrap", "subset"]
+Draw = Literal["auto", "bootstrap", "subset"]
 TRIALS_PER_CHUNK = 50  # trials per parallel task; fixed, so results do not depend on the number of jobs
 
 
@@ -86,6 +86,15 @@ class ChunkResult:
 def draw_indices(rng: np.random.Generator, available: int, length: int, draw: Draw) -> np.ndarray:
     """Indices of the repetitions one trial uses for one problem, in launch order.
 
+    ``subset`` draws without replacement: a random subset of independently sampled repetitions is itself a real
+    run, so every statistic of N repetitions comes out unbiased (and their prefixes are subsets too, so smaller
+    N share the draw). ``bootstrap`` draws with replacement: it works for any N but is biased where answers are
+    rare (a problem with k answers among M recorded loses them all with probability (1 - k/M)^N, which averages
+    above a real run's (1 - a)^N). ``auto`` is ``subset`` where the problem has ``length`` repetitions recorded
+    and ``bootstrap`` where it has fewer.
+
+    >>> sorted(draw_indices(np.random.default_rng(0), 4, 4, "auto").tolist()), len(draw_indices(np.random.default_rng(0), 3, 5, "auto"))
+    ([0, 1, 2, 3], 5)
     >>> draw_indices(np.random.default_rng(0), 3, 5, "subset")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
@@ -93,10 +102,10 @@ def draw_indices(rng: np.random.Generator, available: int, length: int, draw: Dr
     """
     if available == 0:
         return np.zeros(0, dtype=int)
-    if draw == "subset":
+    if draw == "subset" or (draw == "auto" and length <= available):
         if length > available:
             raise SimulationError(f"a problem has {available} recorded repetitions; subset draws of {length} "
-                                  "need at least that many (use --draw bootstrap)")
+                                  "need at least that many (use --draw auto or bootstrap)")
         return rng.permutation(available)[:length]
     return rng.integers(0, available, size=length)
 

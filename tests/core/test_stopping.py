@@ -14,6 +14,9 @@ from solver.core.stopping import (
     agree_rules,
     beta,
     beta_probability,
+    lead,
+    lossless,
+    margin,
     confidence_threshold,
     esc,
     group_confidences,
@@ -45,11 +48,11 @@ def first_stop(policy, votes: str, max_repetitions: int = 16) -> int | None:
 
 
 def test_registry_names() -> None:
-    assert STOPPERS.names() == ["agree", "agree_rules", "beta", "esc", "max_reps", "ztest"]
+    assert STOPPERS.names() == ["agree", "agree_rules", "beta", "esc", "lossless", "margin", "max_reps", "ztest"]
 
 
 def test_no_policy_stops_on_the_empty_vote() -> None:
-    for spec in ["agree_rules", "agree:1", "ztest", "beta", "esc:1"]:
+    for spec in ["agree_rules", "agree:1", "ztest", "beta", "esc:1", "lossless", "margin:1"]:
         assert not parse_stopper(spec)(EMPTY), spec
     assert not max_reps(EMPTY)
     assert max_reps(VoteState((), 0))
@@ -208,3 +211,39 @@ def test_confidence_threshold_is_a_percentile_of_warmup_lows() -> None:
     assert confidence_threshold(lows, 10) == pytest.approx(1.4)
     with pytest.raises(ValueError):
         confidence_threshold([], 10)
+
+
+def test_lossless_never_changes_the_full_run_majority() -> None:
+    """Whatever the repetitions still to come, the answer at a lossless stop is the full run's strict majority."""
+    rng = random.Random(5)
+    stops = 0
+    for _ in range(400):
+        n = rng.randint(1, 14)
+        votes = "".join(rng.choice("1112234..") for _ in range(n))
+        full = state(votes, n)
+        counts = sorted(full.counts.items(), key=lambda kv: -kv[1])
+        for k in range(n + 1):
+            prefix = state(votes[:k], n)
+            if lossless(prefix):
+                stops += 1
+                leader = max(prefix.counts, key=prefix.counts.get)
+                assert counts[0][0] == leader and (len(counts) == 1 or counts[1][1] < counts[0][1]), votes
+                break
+    assert stops > 100  # the property was exercised, not vacuous
+
+
+@pytest.mark.parametrize(("votes", "reps", "stop_at"), [
+    ("1111", 7, 4), ("1111", 8, None), ("11211111", 8, 6), ("1.1.1.1.", 8, 6), ("11111111", 16, None),
+])
+def test_lossless_sequences(votes: str, reps: int, stop_at: int | None) -> None:
+    assert first_stop(lossless, votes, max_repetitions=reps) == stop_at
+
+
+@pytest.mark.parametrize(("votes", "m", "stop_at"), [
+    ("111", 3, 3), ("1211", 2, 4), ("1.11", 2, 4),  # the answerless repetition is a runner-up of one
+    ("1.1", 2, None), ("..1", 1, None), ("12", 1, 1), ("2121", 2, None), ("121311", 3, 6),
+])
+def test_margin_counts_answerless_repetitions_as_singletons(votes: str, m: int, stop_at: int | None) -> None:
+    assert first_stop(lambda s: margin(s, m), votes) == stop_at
+    assert parse_stopper("margin").name == "margin:3"
+    assert lead(state("..")) == 0
