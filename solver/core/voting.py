@@ -235,6 +235,40 @@ def confidence(vote: VoteConfig, answers: AnswerConfig) -> Voter:
     return ConfidenceVoter("confidence", vote.tie)
 
 
+TAIL_BONUS = 1e-3  # one ballot's largest bonus, in votes: a thousand ballots' bonuses stay below one vote
+
+
+def tail_confidence(repetition: Repetition) -> float | None:
+    """The mean token confidence of the last turn that recorded one: the run log's nearest record to the last
+    ~256 tokens the AIMO3 2nd-place solution measured (the log keeps per-turn means, not per-token values).
+
+    >>> from solver.types import Turn
+    >>> t = lambda c: Turn("", 0, 10, "stop", 0.0, confidence=c)
+    >>> tail_confidence(Repetition("p", 0, 0, "done", (t(2.0), t(7.0), t(None)), (), 0.0, 0.0))
+    7.0
+    """
+    return next((t.confidence for t in reversed(repetition.turns) if t.confidence is not None), None)
+
+
+def share_bonus(confidence: float | None) -> float:
+    """A ballot's weight: one vote plus a bonus below :data:`TAIL_BONUS` that grows with the tail confidence.
+
+    >>> share_bonus(None), share_bonus(0.0), round(share_bonus(3.0), 6), share_bonus(1e9) < 1 + TAIL_BONUS
+    (1.0, 1.0, 1.00075, True)
+    """
+    if confidence is None or confidence <= 0:
+        return 1.0
+    return 1.0 + TAIL_BONUS * confidence / (1.0 + confidence)
+
+
+@VOTERS.register("vote_share")
+def vote_share(vote: VoteConfig, answers: AnswerConfig) -> Voter:
+    """Vote share first, tail confidence only as a tiebreak and bonus (AIMO3 2nd place): a single confident
+    wrong trace hijacks a sum of 1 / entropy, so confidence may only order answers with equal votes. Ties the
+    bonuses leave (no confidence recorded) follow ``vote.tie``."""
+    return RuleVoter("vote_share", text_answer, lambda r, _a: share_bonus(tail_confidence(r)), vote.tie)
+
+
 def make_voter(vote: VoteConfig, answers: AnswerConfig) -> Voter:
     """The voter ``vote.voter`` names; an unknown name is a ``ConfigError``."""
     return VOTERS.create(vote.voter, vote, answers)
