@@ -41,8 +41,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                         help="problems per leaderboard run (default: every recorded problem)")
     parser.add_argument("--trials", type=int, default=500, help="simulated leaderboard runs per setting")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--draw", choices=("bootstrap", "subset"), default="bootstrap",
-                        help="repetitions drawn with replacement (bootstrap) or without (subset)")
+    parser.add_argument("--draw", choices=("auto", "bootstrap", "subset"), default="auto",
+                        help="repetitions drawn without replacement where a problem has enough (auto), always with "
+                             "replacement (bootstrap) or always without (subset)")
     parser.add_argument("--tokens-per-s", type=float, default=None,
                         help="time repetitions as tokens / rate plus code time instead of recorded durations")
     parser.add_argument("--at-least", type=_ints, default=(), metavar="X,...",
@@ -72,7 +73,9 @@ def _overrides(items: list[str]) -> tuple[tuple[str, object], ...]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from solver.offline.simulate import SimulationError, SimulationRequest, simulate, write_outputs
+    from solver.offline.pools import SimulationError
+    from solver.offline.simulate import SimulationRequest, simulate
+    from solver.offline.simulate_output import write_outputs
 
     try:
         overrides = _overrides(args.overrides)

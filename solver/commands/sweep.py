@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def spec_data(args: argparse.Namespace) -> dict[str, Any]:
     """The spec file's mapping with the command-line flags layered on top."""
-    from solver.offline.sweep import load_spec
+    from solver.offline.sweep_spec import load_spec
 
     data: dict[str, Any] = load_spec(args.spec) if args.spec is not None else {}
     flags = {"data": args.data, "reps": args.reps, "workers": args.workers, "temperature": args.temperature,
@@ -60,7 +60,9 @@ def run(args: argparse.Namespace) -> int:
     from solver.config import ConfigError, load_config
     from solver.datasets import DatasetError, load_problems
     from solver.runlog import LogError
-    from solver.offline.sweep import SweepError, check_spec, plan_runs, reusable_config, run_sweep, spec_from_dict
+    from solver.offline.sweep import run_sweep
+    from solver.offline.sweep_runs import check_spec, plan_runs, reusable_config
+    from solver.offline.sweep_spec import SweepError, spec_from_dict
     from solver.tiny_model import ModelError, resolve_model
 
     try:

@@ -1,7 +1,7 @@
 """Stopping: when a problem has enough repetitions, as pure functions of the vote so far.
 
 Policies are chosen by name from :data:`STOPPERS`, each with an optional parameter after ``:``
-(``"beta:0.95"``, ``"esc:5"``, ``"agree:4"``) and combined with ``any`` or ``all``. Every policy looks at
+(``"beta:0.95"``, ``"esc:5"``, ``"agree:4"``, ``"margin:3"``, ``"lossless"``) and combined with ``any`` or ``all``. Every policy looks at
 vote *counts* (one per ballot), never at the voter's weights: the statistics behind ``beta`` and ``ztest``
 are about counts, and the agreement rules were published as counts. Weights only choose the winner.
 
@@ -63,13 +63,28 @@ def agree(state: VoteState, k: int) -> bool:
     return top_counts(state)[0] >= k
 
 
+PUBLISHED_REPS = 15  # the AIMO2 runner-up sampled 15 repetitions per problem
+PUBLISHED_ANSWER_CAP = 8  # ... and stopped at 8 answers
+
+
+def answer_cap(max_repetitions: int) -> int:
+    """The answer cap of :func:`agree_rules` for a problem of ``max_repetitions``: the published 8 answers of
+    15 repetitions, scaled (ceil(8 n / 15)), so a 32-repetition preset does not stop at a quarter of its samples.
+
+    >>> [answer_cap(n) for n in (4, 8, 15, 16, 32, 64)]
+    [3, 5, 8, 9, 18, 35]
+    """
+    return -(-PUBLISHED_ANSWER_CAP * max_repetitions // PUBLISHED_REPS)
+
+
 def agree_rules(state: VoteState) -> bool:
     """The AIMO2 runner-up's early stop, read as follows (f = repetitions finished, answers counted):
 
     - 4 agree within the first 4 finished (f <= 4);
     - 4 of the last 5 finished agree;
     - 5 agree with f <= 7; 6 agree with f <= 9;
-    - or 8 answers have been collected (finished repetitions without an answer do not count).
+    - or :func:`answer_cap` answers have been collected (8 of the published 15 repetitions; finished
+      repetitions without an answer do not count).
 
     >>> agree_rules(_state("1", "1", "1", "1")), agree_rules(_state("1", "1", "1", "2"))
     (True, False)
@@ -77,8 +92,10 @@ def agree_rules(state: VoteState) -> bool:
     True
     >>> agree_rules(_state("1", "2", "1", "2", "1", "1", "1"))  # 5 agree, f = 7
     True
-    >>> agree_rules(_state(*"12341234")), agree_rules(_state(*"1234123", None))
+    >>> agree_rules(_state(*"12341234", max_repetitions=15)), agree_rules(_state(*"1234123", None))
     (True, False)
+    >>> agree_rules(_state(*"12341234", max_repetitions=32))  # 8 of 32: the cap is 18 answers
+    False
     """
     f = state.finished
     top = top_counts(state)[0]
@@ -89,30 +106,34 @@ def agree_rules(state: VoteState) -> bool:
         or last5_top >= 4
         or (f <= 7 and top >= 5)
         or (f <= 9 and top >= 6)
-        or len(answers(state)) >= 8
+        or len(answers(state)) >= answer_cap(state.max_repetitions)
     )
 
 
 def ztest(state: VoteState, alpha: float) -> bool:
-    """Two-proportion z-test: top-1's share of the answers exceeds top-2's at level ``alpha`` (one-sided;
-    the AIMO1 seed notebook author's early stop at 95 %).
+    """Top-1's share of the answers exceeds top-2's at level ``alpha`` (one-sided; the AIMO1 seed notebook
+    author's early stop at 95 %), tested exactly: given the v1 + v2 votes the two answers got, v1 is
+    Binomial(v1 + v2, 1/2) when their shares are equal, and the stop needs P(X >= v1) < alpha.
 
-    z = (p1 - p2) / sqrt(p (1 - p) 2 / n), with p = (v1 + v2) / 2n the pooled share and n the answers.
+    The notebook's normal approximation, z = (p1 - p2) / sqrt(p (1 - p) 2 / n), gave z = 2 > 1.645 at 2 of 2
+    agreeing (issue 14); far from such small counts the exact test agrees with z = (v1 - v2) / sqrt(v1 + v2).
+    Unanimous answers need 5 at alpha = 0.05 (0.5 ** 5 = 0.031).
 
-    >>> ztest(_state("4"), 0.05), ztest(_state("4", "4"), 0.05)
-    (False, True)
+    >>> ztest(_state("4", "4"), 0.05), ztest(_state(*"4444"), 0.05), ztest(_state(*"44444"), 0.05)
+    (False, False, True)
     >>> ztest(_state("4", "5", "4", "5"), 0.05), ztest(_state(), 0.05)
     (False, False)
     """
-    from scipy.stats import norm  # ~0.5-3 s to import; only paid when this policy runs
-
     v1, v2 = top_counts(state)
-    n = len(answers(state))
-    if n == 0 or v1 == v2:
-        return False
-    pooled = (v1 + v2) / (2 * n)
-    z = (v1 - v2) / n / (pooled * (1 - pooled) * 2 / n) ** 0.5
-    return bool(z > norm.ppf(1 - alpha))
+    return v1 > v2 and _binomial_tail(v1, v2) < alpha
+
+
+@functools.lru_cache(maxsize=4096)
+def _binomial_tail(v1: int, v2: int) -> float:
+    """P(X >= v1) for X ~ Binomial(v1 + v2, 1/2); cached like :func:`_beta_sf`."""
+    from scipy.stats import binom  # ~0.5-3 s to import; only paid when this policy runs
+
+    return float(binom.sf(v1 - 1, v1 + v2, 0.5))
 
 
 def beta(state: VoteState, p: float) -> bool:
@@ -158,6 +179,48 @@ def esc(state: VoteState, window: int) -> bool:
         if all(b is not None for b in chunk) and len({b.answer for b in chunk if b is not None}) == 1:
             return True
     return False
+
+
+def lossless(state: VoteState) -> bool:
+    """The runner-up plus every repetition not yet finished cannot reach the leader: the majority of all
+    ``max_repetitions`` is already decided, so stopping cannot change the answer a full run would vote (AIMO3
+    2nd place: stop when the leader can no longer be caught). Counts, as every policy here; a tie could still
+    change the answer, so the leader must stay strictly ahead.
+
+    >>> lossless(_state(*"1111", max_repetitions=7)), lossless(_state(*"1111", max_repetitions=8))
+    (True, False)
+    >>> lossless(_state(*"11121", max_repetitions=8))  # 4 against 1 + 3 left could tie
+    False
+    >>> lossless(_state(*"1.11", max_repetitions=5)), lossless(_state(max_repetitions=0))
+    (True, False)
+    """
+    v1, v2 = top_counts(state)
+    return v1 > v2 + max(0, state.max_repetitions - state.finished)
+
+
+def lead(state: VoteState) -> int:
+    """The leader's votes minus the runner-up's, where every repetition without an answer counts as an answer of
+    its own (a singleton): a failure is a vote for "something else", not for nobody.
+
+    >>> lead(_state(*"1112")), lead(_state("1", "1", None)), lead(_state("1", "1")), lead(_state(None, None))
+    (2, 1, 2, 0)
+    """
+    v1, v2 = top_counts(state)
+    if v1 == 0:
+        return 0
+    if any(b is None for b in state.ballots):
+        v2 = max(v2, 1)
+    return v1 - v2
+
+
+def margin(state: VoteState, m: int) -> bool:
+    """The leader is ``m`` votes ahead of the runner-up (:func:`lead`; a fixed-margin sequential test, the
+    rule Adaptive-Consistency's Beta posterior approximates for two answers).
+
+    >>> margin(_state(*"1112"), 2), margin(_state(*"1112"), 3), margin(_state("1", "1", None), 2)
+    (True, False, False)
+    """
+    return lead(state) >= m
 
 
 def max_reps(state: VoteState) -> bool:
@@ -267,6 +330,18 @@ def _beta(param: str | None = None) -> Stopper:
 def _esc(param: str | None = None) -> Stopper:
     w = _whole("esc", param, 5)
     return Policy(f"esc:{w}", lambda s: esc(s, w))
+
+
+@STOPPERS.register("lossless")
+def _lossless(param: str | None = None) -> Stopper:
+    _no_param("lossless", param)
+    return Policy("lossless", lossless)
+
+
+@STOPPERS.register("margin")
+def _margin(param: str | None = None) -> Stopper:
+    m = _whole("margin", param, 3)
+    return Policy(f"margin:{m}", lambda s: margin(s, m))
 
 
 @STOPPERS.register("max_reps")

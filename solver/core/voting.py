@@ -190,16 +190,83 @@ def weighted(vote: VoteConfig, answers: AnswerConfig) -> Voter:
     return RuleVoter("weighted", text_answer, lambda _r, a: rule_weight(a.value, weights), vote.tie)
 
 
+@dataclass(frozen=True)
+class UnratedBallot(Ballot):
+    """The ballot of a repetition that recorded no confidence (no logprobs, no generated tokens, an imported
+    sample). Its weight field holds 1.0 for displays; :class:`ConfidenceVoter` weighs it like the rated ballots
+    it is counted with, as it has no evidence to weigh it above or below them."""
+
+
+@dataclass(frozen=True)
+class ConfidenceVoter:
+    """Text answers weighed by the repetition's mean token confidence (DeepConf; the AIMO3 public lineage
+    weighs by inverse entropy in the same spirit). An unrated repetition weighs the mean weight of the rated
+    ballots in the same vote: weighing it 1.0 beside confidences of ~5-15 let one rated vote outweigh several
+    unrated ones (issue 14). With nothing rated, every ballot weighs 1: plain majority."""
+
+    name: str
+    tie: TieRule
+
+    def ballot(self, repetition: Repetition) -> Ballot | None:
+        answer = text_answer(repetition)
+        if answer is None:
+            return None
+        value = repetition_confidence(repetition)
+        return UnratedBallot(answer.value) if value is None else Ballot(answer.value, value)
+
+    def winner(self, ballots: Sequence[Ballot | None]) -> str | None:
+        return top_answers(fill_unrated(ballots), self.tie)
+
+
+def fill_unrated(ballots: Sequence[Ballot | None]) -> list[Ballot | None]:
+    """Unrated ballots take the mean weight of the rated ones (1.0 when none is rated).
+
+    >>> fill_unrated([Ballot("1", 4.0), UnratedBallot("2"), None, Ballot("3", 8.0)])
+    [Ballot(answer='1', weight=4.0), Ballot(answer='2', weight=6.0), None, Ballot(answer='3', weight=8.0)]
+    """
+    rated = [b.weight for b in ballots if b is not None and not isinstance(b, UnratedBallot)]
+    mean = sum(rated) / len(rated) if rated else 1.0
+    return [Ballot(b.answer, mean) if isinstance(b, UnratedBallot) else b for b in ballots]
+
+
 @VOTERS.register("confidence")
 def confidence(vote: VoteConfig, answers: AnswerConfig) -> Voter:
-    """Text answers weighed by the repetition's mean token confidence (DeepConf; AIMO3 public lineage weighs
-    by inverse entropy in the same spirit); 1.0 when no logprobs were recorded."""
+    """See :class:`ConfidenceVoter`."""
+    return ConfidenceVoter("confidence", vote.tie)
 
-    def weigh(repetition: Repetition, _answer: Answer) -> float:
-        value = repetition_confidence(repetition)
-        return 1.0 if value is None else value
 
-    return RuleVoter("confidence", text_answer, weigh, vote.tie)
+TAIL_BONUS = 1e-3  # one ballot's largest bonus, in votes: a thousand ballots' bonuses stay below one vote
+
+
+def tail_confidence(repetition: Repetition) -> float | None:
+    """The mean token confidence of the last turn that recorded one: the run log's nearest record to the last
+    ~256 tokens the AIMO3 2nd-place solution measured (the log keeps per-turn means, not per-token values).
+
+    >>> from solver.types import Turn
+    >>> t = lambda c: Turn("", 0, 10, "stop", 0.0, confidence=c)
+    >>> tail_confidence(Repetition("p", 0, 0, "done", (t(2.0), t(7.0), t(None)), (), 0.0, 0.0))
+    7.0
+    """
+    return next((t.confidence for t in reversed(repetition.turns) if t.confidence is not None), None)
+
+
+def share_bonus(confidence: float | None) -> float:
+    """A ballot's weight: one vote plus a bonus below :data:`TAIL_BONUS` that grows with the tail confidence.
+
+    >>> share_bonus(None), share_bonus(0.0), round(share_bonus(3.0), 6), share_bonus(1e9) < 1 + TAIL_BONUS
+    (1.0, 1.0, 1.00075, True)
+    """
+    if confidence is None or confidence <= 0:
+        return 1.0
+    return 1.0 + TAIL_BONUS * confidence / (1.0 + confidence)
+
+
+@VOTERS.register("vote_share")
+def vote_share(vote: VoteConfig, answers: AnswerConfig) -> Voter:
+    """Vote share first, tail confidence only as a tiebreak and bonus (AIMO3 2nd place): a single confident
+    wrong trace hijacks a sum of 1 / entropy, so confidence may only order answers with equal votes. Ties the
+    bonuses leave (no confidence recorded) follow ``vote.tie``."""
+    return RuleVoter("vote_share", text_answer, lambda r, _a: share_bonus(tail_confidence(r)), vote.tie)
 
 
 def make_voter(vote: VoteConfig, answers: AnswerConfig) -> Voter:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from solver.offline.simulate import Summary
+    from solver.offline.summary import Summary
 
 
 def _pyplot():  # type: ignore[no-untyped-def]
@@ -44,7 +44,7 @@ def plot_score_distributions(summaries: Sequence[Summary], path: Path) -> Path:
 
 def plot_accuracy_vs_reps(summaries: Sequence[Summary], path: Path) -> Path:
     """Mean accuracy against repetitions, one line per other setting, with the 5–95 % score band shaded."""
-    from solver.offline.simulate import score_band
+    from solver.offline.summary import score_band
 
     plt = _pyplot()
     lines: dict[str, list[Summary]] = {}

@@ -14,6 +14,9 @@ from solver.core.stopping import (
     agree_rules,
     beta,
     beta_probability,
+    lead,
+    lossless,
+    margin,
     confidence_threshold,
     esc,
     group_confidences,
@@ -36,20 +39,20 @@ def state(votes: str, max_repetitions: int = 16, weight: float = 1.0) -> VoteSta
     return VoteState(tuple(None if v == "." else Ballot(v, weight) for v in votes), max_repetitions)
 
 
-def first_stop(policy, votes: str) -> int | None:
+def first_stop(policy, votes: str, max_repetitions: int = 16) -> int | None:
     """How many finished repetitions the policy needed on this sequence, or None."""
     for n in range(len(votes) + 1):
-        if policy(state(votes[:n])):
+        if policy(state(votes[:n], max_repetitions)):
             return n
     return None
 
 
 def test_registry_names() -> None:
-    assert STOPPERS.names() == ["agree", "agree_rules", "beta", "esc", "max_reps", "ztest"]
+    assert STOPPERS.names() == ["agree", "agree_rules", "beta", "esc", "lossless", "margin", "max_reps", "ztest"]
 
 
 def test_no_policy_stops_on_the_empty_vote() -> None:
-    for spec in ["agree_rules", "agree:1", "ztest", "beta", "esc:1"]:
+    for spec in ["agree_rules", "agree:1", "ztest", "beta", "esc:1", "lossless", "margin:1"]:
         assert not parse_stopper(spec)(EMPTY), spec
     assert not max_reps(EMPTY)
     assert max_reps(VoteState((), 0))
@@ -61,11 +64,22 @@ def test_no_policy_stops_on_the_empty_vote() -> None:
     ("11121", 5),             # 4 of the last 5
     ("1122111", 7),           # 5 agree with f <= 7, no 5-window holding 4
     ("111.2.111", 9),         # 6 agree with f <= 9, only 7 answers collected
-    ("12131415", 8),          # 8 answers collected (1 has 5 votes, but f = 8 > 7)
+    ("12131415", 8),          # 8 answers collected of 15 allowed (1 has 5 votes, but f = 8 > 7)
     ("1.1.1.1.1", None),      # 5 answers at f = 9: nothing fires
 ])
 def test_agree_rules_sequences(votes: str, stop_at: int | None) -> None:
-    assert first_stop(agree_rules, votes) == stop_at
+    """As published: 15 repetitions per problem, stop at 8 answers."""
+    assert first_stop(agree_rules, votes, max_repetitions=15) == stop_at
+
+
+@pytest.mark.parametrize(("reps", "cap"), [(15, 8), (16, 9), (32, 18), (8, 5), (4, 3)])
+def test_agree_rules_answer_cap_follows_the_repetitions(reps: int, cap: int) -> None:
+    """Issue 14 §3: the cap was always 8 answers, so a 16- or 32-repetition preset mostly ran 8. It is the
+    published 8 of 15, scaled to the problem's repetitions: ceil(8 * reps / 15)."""
+    spread = "123456789" * 4  # no early-agreement rule fires
+    assert first_stop(agree_rules, spread[:reps], max_repetitions=reps) == cap
+    assert first_stop(make_stopper(StopConfig(("agree_rules",)), reps), spread[:reps], max_repetitions=reps) \
+        == min(cap, reps)
 
 
 def test_agree_k() -> None:
@@ -76,10 +90,29 @@ def test_agree_k() -> None:
 
 def test_ztest_needs_a_significant_gap() -> None:
     alpha = 0.05
-    assert first_stop(lambda s: ztest(s, alpha), "12112111") == 8  # z = 1.60 at 5:2, 2.0 at 6:2
-    assert first_stop(lambda s: ztest(s, alpha), "11") == 2  # unanimous: z = sqrt(2n)
+    # exact one-sided p = P(X >= v1), X ~ Binomial(v1 + v2, 1/2): 6:1 gives 0.0625, 7:1 gives 0.035
+    assert first_stop(lambda s: ztest(s, alpha), "1211111111") == 8
+    assert first_stop(lambda s: ztest(s, alpha), "12112111") is None  # 6:2 gives 0.145
     assert first_stop(lambda s: ztest(s, alpha), "1212") is None
-    assert first_stop(lambda s: ztest(s, 0.01), "12112111") is None  # stricter level: z must exceed 2.33
+    assert first_stop(lambda s: ztest(s, 0.01), "1211111111") is None  # stricter level: 8:1 gives 0.0195
+
+
+def test_ztest_does_not_stop_at_two_of_two() -> None:
+    """Issue 14 §3: the normal approximation gave z = 2 > 1.645 at 2 of 2; two votes cannot mean 95 %."""
+    alpha = 0.05
+    assert not ztest(state("11"), alpha) and not ztest(state("111"), alpha) and not ztest(state("1111"), alpha)
+    assert first_stop(lambda s: ztest(s, alpha), "11111111") == 5  # unanimous: 0.5 ** 5 = 0.031 < 0.05
+    assert first_stop(lambda s: ztest(s, alpha), "1.1.1.1.1") == 9  # answerless repetitions add no evidence
+
+
+def test_ztest_matches_the_z_statistic_for_large_counts() -> None:
+    """Far from the boundary the exact test and the z statistic (v1 - v2) / sqrt(v1 + v2) agree."""
+    from scipy.stats import norm
+
+    for v1, v2 in [(40, 22), (40, 25), (60, 40), (55, 45), (80, 57)]:
+        z = (v1 - v2) / (v1 + v2) ** 0.5
+        if abs(z - norm.ppf(0.95)) > 0.3:
+            assert ztest(state("1" * v1 + "2" * v2, 500), 0.05) == (z > norm.ppf(0.95)), (v1, v2)
 
 
 def test_beta_matches_the_adaptive_consistency_formula() -> None:
@@ -178,3 +211,39 @@ def test_confidence_threshold_is_a_percentile_of_warmup_lows() -> None:
     assert confidence_threshold(lows, 10) == pytest.approx(1.4)
     with pytest.raises(ValueError):
         confidence_threshold([], 10)
+
+
+def test_lossless_never_changes_the_full_run_majority() -> None:
+    """Whatever the repetitions still to come, the answer at a lossless stop is the full run's strict majority."""
+    rng = random.Random(5)
+    stops = 0
+    for _ in range(400):
+        n = rng.randint(1, 14)
+        votes = "".join(rng.choice("1112234..") for _ in range(n))
+        full = state(votes, n)
+        counts = sorted(full.counts.items(), key=lambda kv: -kv[1])
+        for k in range(n + 1):
+            prefix = state(votes[:k], n)
+            if lossless(prefix):
+                stops += 1
+                leader = max(prefix.counts, key=prefix.counts.get)
+                assert counts[0][0] == leader and (len(counts) == 1 or counts[1][1] < counts[0][1]), votes
+                break
+    assert stops > 100  # the property was exercised, not vacuous
+
+
+@pytest.mark.parametrize(("votes", "reps", "stop_at"), [
+    ("1111", 7, 4), ("1111", 8, None), ("11211111", 8, 6), ("1.1.1.1.", 8, 6), ("11111111", 16, None),
+])
+def test_lossless_sequences(votes: str, reps: int, stop_at: int | None) -> None:
+    assert first_stop(lossless, votes, max_repetitions=reps) == stop_at
+
+
+@pytest.mark.parametrize(("votes", "m", "stop_at"), [
+    ("111", 3, 3), ("1211", 2, 4), ("1.11", 2, 4),  # the answerless repetition is a runner-up of one
+    ("1.1", 2, None), ("..1", 1, None), ("12", 1, 1), ("2121", 2, None), ("121311", 3, 6),
+])
+def test_margin_counts_answerless_repetitions_as_singletons(votes: str, m: int, stop_at: int | None) -> None:
+    assert first_stop(lambda s: margin(s, m), votes) == stop_at
+    assert parse_stopper("margin").name == "margin:3"
+    assert lead(state("..")) == 0

@@ -25,8 +25,8 @@ def voter(name: str, **kw: object):
     return make_voter(VoteConfig(voter=name, **kw), RULES)  # type: ignore[arg-type]
 
 
-def test_registry_lists_the_four_voters() -> None:
-    assert VOTERS.names() == ["code_first", "confidence", "majority", "weighted"]
+def test_registry_lists_the_voters() -> None:
+    assert VOTERS.names() == ["code_first", "confidence", "majority", "vote_share", "weighted"]
     with pytest.raises(ConfigError, match="unknown voter 'plurality'"):
         make_voter(VoteConfig(voter="plurality"), RULES)
 
@@ -71,10 +71,20 @@ def test_confidence_voter_uses_token_weighted_turn_confidence() -> None:
     assert v.winner([v.ballot(confident), v.ballot(unsure), v.ballot(unsure)]) == "5"  # 6.0 vs 4.0
 
 
-def test_confidence_voter_falls_back_to_one_without_logprobs() -> None:
+def test_confidence_voter_weighs_unrated_repetitions_like_the_rated_ones() -> None:
+    """Issue 14 §3: a repetition without confidence data weighed 1.0 while rated ones weighed ~6, so two
+    unrated votes lost to one rated vote. Unrated ballots now weigh the mean of the rated ballots counted with
+    them (and everything weighs the same when nothing is rated)."""
     v = voter("confidence")
-    assert v.ballot(rep(("5", "boxed"), confidences=((None, 100),))) == Ballot("5", 1.0)
-    assert v.ballot(rep(("5", "boxed"))) == Ballot("5", 1.0)
+    rated = v.ballot(rep(("5", "boxed"), confidences=((6.0, 100),)))
+    unrated = [v.ballot(rep(("9", "boxed"), confidences=((None, 100),))), v.ballot(rep(("9", "boxed")))]
+    assert v.winner([rated, *unrated]) == "9"  # two votes of mean weight 6 against one of 6
+    assert v.winner([*unrated, v.ballot(rep(("4", "boxed")))]) == "9"  # nothing rated: plain majority
+    low = v.ballot(rep(("3", "boxed"), confidences=((1.0, 100),)))
+    high = v.ballot(rep(("7", "boxed"), confidences=((11.0, 100),)))
+    # mean rated weight 6: the unrated "3" adds 6 to low's 1 (7) against high's 11
+    assert v.winner([low, high, v.ballot(rep(("3", "boxed")))]) == "7"
+    assert v.winner([low, high, v.ballot(rep(("3", "boxed"))), v.ballot(rep(("3", "boxed")))]) == "3"  # 13 > 11
 
 
 @pytest.mark.parametrize(("tie", "expected"), [("smallest", "9"), ("largest", "10"), ("first", "10")])
@@ -130,3 +140,18 @@ def test_permuting_ballots_never_changes_the_tally_or_an_order_free_winner() -> 
         assert all(abs(before[k] - after[k]) < 1e-9 for k in before)
         for tie in ("smallest", "largest"):
             assert voter("majority", tie=tie).winner(ballots) == voter("majority", tie=tie).winner(shuffled)
+
+
+def test_vote_share_lets_confidence_break_ties_only() -> None:
+    """One very confident wrong trace must not beat two unsure right ones (it would under the confidence voter);
+    between equal vote counts the more confident tail wins."""
+    v = voter("vote_share")
+    confident = rep(("9", "boxed"), confidences=((30.0, 500), (60.0, 100)))  # mean 35
+    unsure = rep(("5", "boxed"), confidences=((8.0, 500), (0.5, 100)))
+    assert v.winner([v.ballot(confident), v.ballot(unsure), v.ballot(unsure)]) == "5"
+    assert voter("confidence").winner([voter("confidence").ballot(r) for r in (confident, unsure, unsure)]) == "9"
+    assert v.winner([v.ballot(unsure), v.ballot(confident)]) == "9"  # 1:1, the last turn's confidence decides
+    assert v.winner([v.ballot(rep(("5", "boxed"))), v.ballot(rep(("9", "boxed")))]) == "5"  # no data: tie rule
+    many = [v.ballot(rep(("5", "boxed"), confidences=((1e6, 10),))) for _ in range(999)]
+    plain = [v.ballot(rep(("9", "boxed"))) for _ in range(1000)]
+    assert v.winner(many + plain) == "9"  # 999 maximal bonuses stay below one vote
