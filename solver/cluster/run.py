@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,15 @@ def solve_on_cluster(spec: ClusterSpec, config: Config, problems: Sequence[Probl
     """Start or join Ray, run the engine actors over the problems, end the actors (and a local Ray)."""
 
     async def main(connection: RayConnection) -> ClusterRunResult:
+        task = asyncio.current_task()
+        if task is not None:
+            # SIGTERM ends the run like Ctrl-C: the actors' engines and pools are closed, a local Ray stopped.
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
         cluster = Cluster(connection)
         try:
             return await cluster.run(config, problems, run_dir, resume=resume, on_event=on_event)
+        except asyncio.CancelledError:
+            raise KeyboardInterrupt from None
         finally:
             await cluster.close()
 
