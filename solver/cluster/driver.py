@@ -23,7 +23,7 @@ from typing import Any
 
 from solver.cluster.actor import ActorInfo, EngineActor
 from solver.cluster.connect import RayConnection
-from solver.cluster.spec import ClusterError, actor_count, death_reason, gpus_per_engine
+from solver.cluster.spec import ClusterFailed, actor_count, death_reason, gpus_per_engine
 from solver.config import Config
 from solver.loop.problem import SolveEvent
 from solver.runlog import RunLog
@@ -117,7 +117,7 @@ class Cluster:
                 self._lose(actor, None, outcome, kept=0)
         alive = [a for a in self.actors if a.alive]
         if not alive:
-            raise ClusterError(f"no engine actor started: {self.deaths[-1].describe()}")
+            raise ClusterFailed(f"no engine actor started: {self.deaths[-1].describe()}")
         self._started_with = key
         return alive
 
@@ -230,7 +230,7 @@ class Cluster:
                     run_log.append_result(item)
                     results[problem.id] = item
                     return
-            raise ClusterError(f"{actor.name} ended {problem.id} without a result")
+            raise ClusterFailed(f"{actor.name} ended {problem.id} without a result")
 
         async def worker(actor: _Actor) -> None:
             while actor.alive:
@@ -240,7 +240,7 @@ class Cluster:
                 try:
                     await solve_one(actor, problem)
                     settle(problem.id)
-                except (RayError, ClusterError) as exc:
+                except (RayError, ClusterFailed) as exc:
                     kept = len(run_log.completed().get(problem.id, []))
                     death = self._lose(actor, problem.id, exc, kept)
                     events.write("death", **asdict(death))

@@ -13,6 +13,10 @@ class ClusterError(ValueError):
     """A cluster that cannot be used as asked; the message is one line meant for the user."""
 
 
+class ClusterFailed(RuntimeError):
+    """A cluster run that could not finish: no engine actor started, or actors died under some problems."""
+
+
 @dataclass(frozen=True)
 class ClusterSpec:
     """``local:N`` starts a private Ray on this machine with N engine actors; ``auto`` joins the Ray cluster
