@@ -145,3 +145,14 @@ def check_cluster_config(config: Any) -> None:
     if config.budget.total_s is not None or config.budget.cutoff_s is not None:
         raise ClusterError("a time budget (budget.total_s, budget.cutoff_s) is for one engine; on a cluster use "
                            "--set budget.total_s=null --set budget.cutoff_s=null")
+
+
+def engine_batch(engine_args: dict[str, Any], default_seqs: int = 64) -> int:
+    """Sequences one engine batches at once: ``max_num_seqs`` per data-parallel rank (each rank schedules its own
+    batch; tensor and pipeline parallel ranks share one), times ``data_parallel_size``.
+
+    >>> engine_batch({"max_num_seqs": 128, "data_parallel_size": 2}), engine_batch({"tensor_parallel_size": 4})
+    (256, 64)
+    """
+    seqs = int(engine_args.get("max_num_seqs") or default_seqs)
+    return seqs * max(1, int(engine_args.get("data_parallel_size") or 1))
