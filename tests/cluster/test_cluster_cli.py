@@ -87,3 +87,14 @@ def test_driver_killed_mid_run_resumes_on_a_new_cluster(tmp_path):
     assert max(finished.values()) == 1
     for result in records.results:
         assert result.repetitions == len(records.finished()[result.problem_id]) == 4
+
+
+def test_an_actor_that_cannot_start_is_named_with_its_reason(tmp_path):
+    pytest.importorskip("ray")
+    out = tmp_path / "run"
+    done = run_cli("solve", "demo", "--engine", "replay", "--from", str(tmp_path / "missing"), "--out", str(out),
+                   "--cluster", "local:1")
+    assert done.returncode == 1, done.stderr
+    error = [line for line in done.stderr.splitlines() if line.startswith("solver: error:")]
+    assert len(error) == 1 and "actor engine-0 failed to start" in error[0] and "no run log at" in error[0]
+    assert not out.exists()
