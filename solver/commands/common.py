@@ -131,3 +131,23 @@ def config_from_args(args: argparse.Namespace) -> Any:
     overrides = parse_overrides(args.overrides)
     overrides.update(flag_overrides(args))
     return load_config(args.preset or "tiny", args.config_file, overrides)
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """--cluster and --actors (solve, sweep): run on Ray, see docs/cluster.md."""
+    parser.add_argument("--cluster", default=None, metavar="SPEC",
+                        help="run on Ray: local:N (start a local Ray with N engine actors), auto (join the cluster "
+                             "this machine belongs to) or ray://HOST:PORT (join through Ray Client)")
+    parser.add_argument("--actors", type=int, default=None,
+                        help="engine actors on a joined cluster (default: as many engines as its GPUs hold)")
+
+
+def cluster_spec(args: argparse.Namespace) -> Any:
+    """The parsed --cluster spec, or None without --cluster; ClusterError (one line) on a bad value."""
+    from solver.cluster.spec import ClusterError, parse_cluster
+
+    if args.cluster is None:
+        if args.actors is not None:
+            raise ClusterError("--actors needs --cluster")
+        return None
+    return parse_cluster(args.cluster, args.actors)

@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from solver.commands.common import EXIT_FAILED, add_config_arguments, config_from_args, fail, user_sets
+from solver.commands.common import (EXIT_FAILED, add_cluster_arguments, add_config_arguments, cluster_spec,
+                                    config_from_args, fail, user_sets)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -22,10 +23,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                         help="continue a stopped run: keep its finished repetitions, complete the rest")
     parser.add_argument("--limit", type=int, default=None, help="only the first N problems")
     add_config_arguments(parser)
+    add_cluster_arguments(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from solver.cluster.spec import ClusterError
     from solver.config import ConfigError
     from solver.datasets import DatasetError, load_problems
     from solver.runlog import LogError, read_log
@@ -64,8 +67,17 @@ def run(args: argparse.Namespace) -> int:
         from solver.loop.run import check_runnable
 
         check_runnable(config)  # before RUN_DIR exists: a bad name or path writes nothing
-    except (ConfigError, DatasetError, LogError, ModelError) as exc:
+        cluster = cluster_spec(args)
+        if cluster is not None:
+            from solver.cluster.spec import check_cluster_config
+
+            check_cluster_config(config)
+    except (ClusterError, ConfigError, DatasetError, LogError, ModelError) as exc:
         return fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    if cluster is not None:
+        from solver.commands.cluster import solve_cluster_command
+
+        return solve_cluster_command(cluster, config, problems, run_dir, args.resume is not None)
 
     from solver.progress import LiveProgress
     from solver.loop.run import summary_markdown

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from solver.commands.common import EXIT_FAILED, add_base_config_arguments, fail, flag_overrides, parse_overrides
+from solver.commands.common import (EXIT_FAILED, add_base_config_arguments, add_cluster_arguments, cluster_spec,
+                                    fail, flag_overrides, parse_overrides)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -35,6 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--offline", action="store_true",
                         help="generate nothing: analyse the runs already in OUT/runs")
     add_base_config_arguments(parser)
+    add_cluster_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -57,6 +59,7 @@ def spec_data(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from solver.cluster.spec import ClusterError
     from solver.config import ConfigError, load_config
     from solver.datasets import DatasetError, load_problems
     from solver.runlog import LogError
@@ -75,7 +78,8 @@ def run(args: argparse.Namespace) -> int:
             reusable_config(planned)  # a directory holding other settings fails now, not after a long run
         if not args.offline and base.engine.name == "vllm":
             resolve_model(base.engine.model)  # a missing model fails here, before anything is written
-    except (SweepError, ConfigError, DatasetError, LogError, ModelError) as exc:
+        cluster = cluster_spec(args)
+    except (ClusterError, SweepError, ConfigError, DatasetError, LogError, ModelError) as exc:
         return fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
     from solver.progress import LiveProgress
@@ -86,9 +90,15 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         with LiveProgress(len(problems)) as progress:
-            df = run_sweep(spec, base, problems, args.out, generate_runs=not args.offline, on_event=progress,
-                           on_run=announce)
-    except (SweepError, ConfigError, LogError, ModelError) as exc:
+            if cluster is None:
+                df = run_sweep(spec, base, problems, args.out, generate_runs=not args.offline, on_event=progress,
+                               on_run=announce)
+            else:
+                from solver.commands.cluster import sweep_on_cluster
+
+                df = sweep_on_cluster(cluster, spec, base, problems, args.out, generate_runs=not args.offline,
+                                      on_event=progress, on_run=announce, jobs_given=args.jobs is not None)
+    except (ClusterError, SweepError, ConfigError, LogError, ModelError) as exc:
         return fail(str(exc).splitlines()[0])
     except KeyboardInterrupt:
         print(f"solver: interrupted; run the same sweep again to continue ({len(runs)} runs in {args.out}/runs)",

@@ -1,0 +1,122 @@
+"""One engine actor: a vLLM engine (one GPU, or one tensor/pipeline/data-parallel group) and its own sandbox
+pool, in one Ray worker process, so generated code runs on the machine that generated it.
+
+The actor solves whole problems with the same ``ProblemSolver`` as a single-machine run, early stopping included,
+and streams every finished repetition (and progress event) back to the driver as it finishes, then the result.
+It writes nothing: the driver is the only writer of the run log. This module does not import Ray; the driver
+wraps ``EngineActor`` with ``ray.remote``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+
+from solver.config import Config
+from solver.loop.problem import ProblemSolver, Session, SolveEvent
+from solver.types import Problem, ProblemResult, Repetition
+
+ActorMessage = Repetition | SolveEvent | ProblemResult
+"""What ``EngineActor.solve`` streams: repetitions and progress as they happen, the result last."""
+
+
+class EngineDied(RuntimeError):
+    """The actor's engine failed for good (vLLM's engine core exited); the actor is unusable."""
+
+
+@dataclass(frozen=True)
+class ActorInfo:
+    """Where an actor runs, for the driver's messages and ``cluster.jsonl``."""
+
+    name: str
+    host: str
+    pid: int
+    engine: str
+
+
+class EngineActor:
+    """Owns an engine and a sandbox pool for its whole life (``start`` ... ``close``)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._session: Session | None = None
+        self._solvers: list[tuple[Config, ProblemSolver]] = []  # Config holds dicts: not hashable
+        self._queues: dict[str, asyncio.Queue[Repetition | SolveEvent]] = {}
+
+    async def start(self, config: Config) -> ActorInfo:
+        """Start the sandbox pool, then the engine (the Session's order: the pool is never a fork of a process
+        holding engine or CUDA state). An engine that cannot start raises, and the driver reports why."""
+        session = Session(config, on_repetition=self._forward, on_event=self._forward)
+        await session.__aenter__()
+        self._session = session
+        assert session.engine is not None
+        return ActorInfo(self.name, socket.gethostname(), os.getpid(), session.engine.name)
+
+    def _forward(self, item: Repetition | SolveEvent) -> None:
+        if isinstance(item, Repetition) and item.status == "error" and self._engine_dead():
+            return  # the engine died under it: not a sample of the model; the problem is re-queued elsewhere
+        queue = self._queues.get(item.problem_id)
+        if queue is not None:
+            queue.put_nowait(item)
+
+    def _engine_dead(self) -> bool:
+        engine = self._session.engine if self._session is not None else None
+        is_dead = getattr(engine, "is_dead", None)
+        return bool(is_dead()) if callable(is_dead) else False
+
+    def _solver(self, config: Config) -> ProblemSolver:
+        """A solver for this run's settings on the actor's engine and pool (a sweep changes sampling, workers
+        and prompts between runs, never the engine or the sandbox)."""
+        session = self._session
+        if session is None or session.engine is None or session.sandbox is None:
+            raise EngineDied(f"{self.name} has no engine (start failed or the actor was closed)")
+        if (config.engine, config.sandbox) != (session.config.engine, session.config.sandbox):
+            raise ValueError(f"{self.name} was started with other engine or sandbox settings")
+        for known, solver in self._solvers:
+            if known == config:
+                return solver
+        solver = ProblemSolver(config, session.engine, session.sandbox, on_repetition=self._forward,
+                               on_event=self._forward)
+        self._solvers.append((config, solver))
+        return solver
+
+    async def solve(self, config: Config, problem: Problem,
+                    done: Sequence[Repetition] = ()) -> AsyncIterator[ActorMessage]:
+        """Solve one problem, ``done`` being its repetitions already logged (kept, never run again), yielding
+        each new repetition and event as it happens and the ``ProblemResult`` last."""
+        solver = self._solver(config)
+        if problem.id in self._queues:
+            raise ValueError(f"{self.name} is already solving {problem.id}")
+        queue: asyncio.Queue[Repetition | SolveEvent] = asyncio.Queue()
+        self._queues[problem.id] = queue
+        task = asyncio.create_task(solver.solve(problem, done=done), name=f"{self.name}-{problem.id}")
+        try:
+            while not task.done():
+                getter = asyncio.ensure_future(queue.get())
+                await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+                if getter.done():
+                    yield getter.result()
+                else:
+                    getter.cancel()
+            while not queue.empty():
+                yield queue.get_nowait()
+            result = task.result()
+            if self._engine_dead():
+                raise EngineDied(f"the engine of {self.name} died while solving {problem.id}")
+            yield result
+        finally:
+            self._queues.pop(problem.id, None)
+            if not task.done():  # the driver went away: stop sampling (the solver aborts its requests)
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    async def pid(self) -> int:
+        return os.getpid()
+
+    async def close(self) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()

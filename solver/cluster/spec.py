@@ -1,0 +1,158 @@
+"""What ``--cluster`` names, parsed before anything starts (pure; Ray is not imported here)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+ClusterKind = Literal["local", "auto", "address"]
+
+
+class ClusterError(ValueError):
+    """A cluster that cannot be used as asked; the message is one line meant for the user."""
+
+
+class ClusterFailed(RuntimeError):
+    """A cluster run that could not finish: no engine actor started, or actors died under some problems."""
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """``local:N`` starts a private Ray on this machine with N engine actors; ``auto`` joins the Ray cluster
+    this machine belongs to (``ray start`` ran here); ``ray://HOST:PORT`` joins one through Ray Client.
+    ``actors`` None means: as many as the cluster's GPUs hold engines (one on a cluster without GPUs)."""
+
+    kind: ClusterKind
+    actors: int | None = None
+    address: str | None = None
+
+    @property
+    def ray_address(self) -> str | None:
+        """What ``ray.init(address=...)`` gets: None starts a local Ray."""
+        return {"local": None, "auto": "auto", "address": self.address}[self.kind]
+
+
+_ADDRESS = re.compile(r"^ray://[A-Za-z0-9._\-\[\]:]+:\d+$")
+
+
+def parse_cluster(text: str, actors: int | None = None) -> ClusterSpec:
+    """``--cluster`` (and ``--actors``) as a spec; ClusterError with one line for anything else.
+
+    >>> parse_cluster("local:2")
+    ClusterSpec(kind='local', actors=2, address=None)
+    >>> parse_cluster("auto", actors=4)
+    ClusterSpec(kind='auto', actors=4, address=None)
+    >>> parse_cluster("ray://10.0.0.5:10001").ray_address
+    'ray://10.0.0.5:10001'
+    >>> parse_cluster("local:0")
+    Traceback (most recent call last):
+    ...
+    solver.cluster.spec.ClusterError: --cluster local:N needs N >= 1, got 'local:0'
+    >>> parse_cluster("10.0.0.5:6379")
+    Traceback (most recent call last):
+    ...
+    solver.cluster.spec.ClusterError: --cluster expects local:N, auto or ray://HOST:PORT, got '10.0.0.5:6379'
+    """
+    if actors is not None and actors < 1:
+        raise ClusterError(f"--actors must be >= 1, got {actors}")
+    if text.startswith("local:"):
+        count = text.partition(":")[2]
+        if not count.isdigit() or int(count) < 1:
+            raise ClusterError(f"--cluster local:N needs N >= 1, got {text!r}")
+        if actors is not None and actors != int(count):
+            raise ClusterError(f"--cluster {text} already says {count} actors; drop --actors {actors}")
+        return ClusterSpec("local", int(count))
+    if text == "auto":
+        return ClusterSpec("auto", actors)
+    if _ADDRESS.match(text):
+        return ClusterSpec("address", actors, text)
+    raise ClusterError(f"--cluster expects local:N, auto or ray://HOST:PORT, got {text!r}")
+
+
+def gpus_per_engine(engine_args: dict[str, Any]) -> int:
+    """GPUs one engine spans: tensor x pipeline x data parallel sizes (vLLM's own arguments, passed through).
+
+    >>> gpus_per_engine({}), gpus_per_engine({"tensor_parallel_size": 4}), gpus_per_engine({"data_parallel_size": 2})
+    (1, 4, 2)
+    """
+    size = 1
+    for key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+        size *= max(1, int(engine_args.get(key) or 1))
+    return size
+
+
+def actor_count(spec: ClusterSpec, cluster_gpus: float, engine_gpus: int) -> int:
+    """Engine actors to start: the spec's count, else as many engines as the GPUs hold, else one.
+
+    >>> actor_count(ClusterSpec("auto"), 8.0, 4), actor_count(ClusterSpec("auto"), 0.0, 1)
+    (2, 1)
+    >>> actor_count(ClusterSpec("auto"), 2.0, 4)
+    Traceback (most recent call last):
+    ...
+    solver.cluster.spec.ClusterError: one engine needs 4 GPUs (tensor x pipeline x data parallel); the cluster has 2
+    """
+    if spec.actors is not None:
+        return spec.actors
+    if cluster_gpus <= 0:
+        return 1
+    count = int(cluster_gpus // engine_gpus)
+    if count < 1:
+        raise ClusterError(f"one engine needs {engine_gpus} GPUs (tensor x pipeline x data parallel); "
+                           f"the cluster has {cluster_gpus:g}")
+    return count
+
+
+def death_reason(message: str) -> str:
+    """One line on why an actor died, from Ray's error text (its exit detail when Ray gives one).
+
+    >>> death_reason("The actor died unexpectedly before finishing this task.\\n\\tclass_name: A\\n"
+    ...              "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR "
+    ...              "Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of file. "
+    ...              "Some common causes include: (1) the process was killed by the OOM killer")
+    'SYSTEM_ERROR: Worker unexpectedly exits with a connection error code 2. End of file.'
+    >>> death_reason("The actor died because of an error raised in its creation task, ray::A.__init__()\\n"
+    ...              "  File x\\nRuntimeError: engine failed")
+    'RuntimeError: engine failed'
+    >>> death_reason("")
+    'unknown cause'
+    """
+    kind = re.search(r"Worker exit type: (\w+)", message)
+    detail = re.search(r"Worker exit detail: (.*?)(?: Some common causes|$)", message, re.S)
+    if detail:
+        text = " ".join(detail.group(1).split())
+        return f"{kind.group(1)}: {text}" if kind else text
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    errors = [line for line in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Exit)\b", line)]
+    if errors:
+        return errors[-1]
+    return lines[-1] if lines else "unknown cause"
+
+
+def check_cluster_config(config: Any) -> None:
+    """What a cluster run cannot honour, refused before anything starts.
+
+    A time budget spreads one engine's hours over problems that arrive one at a time; on a cluster problems run
+    side by side on several engines, so the budget would mean nothing.
+
+    >>> from solver.config import Config
+    >>> check_cluster_config(Config())
+    >>> check_cluster_config(Config().replace({"budget.total_s": 3600}))
+    Traceback (most recent call last):
+    ...
+    solver.cluster.spec.ClusterError: a time budget (budget.total_s, budget.cutoff_s) is for one engine; on a cluster use --set budget.total_s=null --set budget.cutoff_s=null
+    """
+    if config.budget.total_s is not None or config.budget.cutoff_s is not None:
+        raise ClusterError("a time budget (budget.total_s, budget.cutoff_s) is for one engine; on a cluster use "
+                           "--set budget.total_s=null --set budget.cutoff_s=null")
+
+
+def engine_batch(engine_args: dict[str, Any], default_seqs: int = 64) -> int:
+    """Sequences one engine batches at once: ``max_num_seqs`` per data-parallel rank (each rank schedules its own
+    batch; tensor and pipeline parallel ranks share one), times ``data_parallel_size``.
+
+    >>> engine_batch({"max_num_seqs": 128, "data_parallel_size": 2}), engine_batch({"tensor_parallel_size": 4})
+    (256, 64)
+    """
+    seqs = int(engine_args.get("max_num_seqs") or default_seqs)
+    return seqs * max(1, int(engine_args.get("data_parallel_size") or 1))

@@ -1,0 +1,89 @@
+"""The ``--cluster`` hand-off of ``solve`` and ``sweep``: the same run, on Ray engine actors (solver/cluster)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from solver.commands.common import EXIT_FAILED, fail, first_line
+
+
+def solve_cluster_command(spec: Any, config: Any, problems: Any, run_dir: Path, resume: bool) -> int:
+    """``solver solve ... --cluster SPEC``: exit 0 when every problem is decided, 1 when actors died under some
+    (their repetitions stay logged; ``--resume`` continues), 2 when the cluster cannot be used at all."""
+    from solver.cluster.connect import import_ray
+    from solver.cluster.run import solve_on_cluster
+    from solver.cluster.spec import ClusterError, ClusterFailed
+    from solver.loop.run import summary_markdown
+    from solver.progress import LiveProgress
+    from solver.runlog import LogError
+
+    try:
+        import_ray()
+    except ClusterError as exc:
+        return fail(str(exc))
+    created = not run_dir.exists()
+    with LiveProgress(len(problems)) as progress:
+        try:
+            outcome = solve_on_cluster(spec, config, problems, run_dir, resume=resume, on_event=progress)
+        except (ClusterError, LogError) as exc:
+            _discard_if_empty(run_dir, created)
+            return fail(first_line(exc))
+        except ClusterFailed as exc:
+            _discard_if_empty(run_dir, created)
+            return fail(first_line(exc), EXIT_FAILED)
+        except KeyboardInterrupt:
+            print(f"solver: interrupted; continue with: solver solve --resume {run_dir} --cluster ...",
+                  file=sys.stderr)
+            return 130
+        except Exception as exc:  # Ray or the run failed: one line, exit 1 (logged repetitions stay for --resume)
+            _discard_if_empty(run_dir, created)
+            return fail(f"{type(exc).__name__}: {first_line(exc)}", EXIT_FAILED)
+    for death in outcome.deaths:
+        print(f"solver: {death.describe()}", file=sys.stderr)
+    print(summary_markdown(problems, outcome.results), end="")
+    print(f"run directory: {run_dir}")
+    if outcome.unsolved:
+        return fail(f"{len(outcome.unsolved)} problems undecided ({', '.join(outcome.unsolved[:5])}): engine "
+                    f"actors died under them; continue with: solver solve --resume {run_dir} --cluster ...",
+                    EXIT_FAILED)
+    return 0
+
+
+def _discard_if_empty(run_dir: Path, created: bool) -> None:
+    """A run that failed before any repetition leaves nothing behind (no actor could start, say)."""
+    log = run_dir / "log.jsonl"
+    if created and run_dir.exists() and (not log.exists() or b'"repetition"' not in log.read_bytes()):
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def sweep_on_cluster(spec: Any, sweep: Any, base: Any, problems: Any, out: Path, *, generate_runs: bool,
+                     on_event: Any, on_run: Any, jobs_given: bool) -> Any:
+    """``solver sweep ... --cluster SPEC``: generation runs on the engine actors, then the offline replay as Ray
+    tasks through joblib's Ray backend (``--jobs`` defaults to the cluster's CPUs). Results are the same as
+    without ``--cluster``: the offline draws are fixed before the work is spread."""
+    import dataclasses
+
+    from solver.cluster.connect import RayConnection, joblib_backend
+    from solver.cluster.run import generate_on_cluster
+    from solver.offline.sweep import plan_runs, run_sweep
+
+    with RayConnection(spec) as connection:
+        if generate_runs:
+            outcomes = generate_on_cluster(connection, plan_runs(sweep, base, out), problems, on_event=on_event,
+                                           on_run=on_run)
+            for outcome in outcomes:
+                for death in outcome.deaths:
+                    print(f"solver: {death.describe()}", file=sys.stderr)
+            undecided = sorted({pid for outcome in outcomes for pid in outcome.unsolved})
+            if undecided:
+                from solver.cluster.spec import ClusterFailed
+
+                raise ClusterFailed(f"{len(undecided)} problems undecided ({', '.join(undecided[:5])}): engine actors "
+                                   "died under them; run the same sweep again to continue")
+        with joblib_backend(connection) as cpus:
+            if not jobs_given:
+                sweep = dataclasses.replace(sweep, jobs=cpus)
+            return run_sweep(sweep, base, problems, out, generate_runs=False)

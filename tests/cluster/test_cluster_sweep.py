@@ -1,0 +1,64 @@
+"""``solver sweep --cluster``: the offline replay spread as Ray tasks (joblib's Ray backend) gives the same
+results as joblib's own processes; generation runs go to the engine actors (replay engine: 2 actors fit 2 cores)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("ray")
+
+from conftest import ROOT  # noqa: E402
+from data.eval_runs import build_sweep_runs  # noqa: E402
+
+from solver.cli import main  # noqa: E402
+from solver.runlog import read_log  # noqa: E402
+
+REPLAY_RUN = ROOT / "tests" / "data" / "replay_run"
+
+
+def test_offline_sweep_is_identical_with_and_without_a_cluster(tmp_path: Path) -> None:
+    outs = {}
+    for name, extra in (("local", ["--jobs", "2"]), ("cluster", ["--cluster", "local:2"])):
+        out = tmp_path / name
+        build_sweep_runs(out, reps=8)  # the same recorded runs (same seed) in both
+        assert main(["sweep", "demo", "--reps", "1,2,4,8", "--workers", "1,2", "--stopper", "none,agree:3",
+                     "--draws", "50", "--offline", "--out", str(out), *extra]) == 0
+        outs[name] = out
+    local, cluster = ((outs[n] / "sweep.csv").read_text() for n in ("local", "cluster"))
+    assert local == cluster
+    assert len(pd.read_csv(outs["cluster"] / "sweep.csv")) == 16  # 2 runs x 4 repetition counts x 2 stoppers
+
+
+def test_sweep_generates_on_engine_actors(tmp_path: Path) -> None:
+    args = ["sweep", "demo", "--reps", "1,2", "--workers", "1,2", "--draws", "10", "--limit", "3", "--engine",
+            "replay", "--from", str(REPLAY_RUN), "--set", "engine.replay_time_scale=0", "--set", "sandbox.workers=1"]
+    assert main([*args, "--out", str(tmp_path / "local")]) == 0
+    assert main([*args, "--out", str(tmp_path / "cluster"), "--cluster", "local:2"]) == 0
+    for workers in (1, 2):
+        run_dir = tmp_path / "cluster" / "runs" / f"T0.8-tir-w{workers}"
+        records = read_log(run_dir)
+        assert sorted(r.problem_id for r in records.results) == ["demo-01", "demo-02", "demo-03"]
+        assert (run_dir / "cluster.jsonl").is_file()
+    columns = ["workers", "reps", "stopper", "accuracy", "rep_accuracy", "pass_at_n"]
+    local = pd.read_csv(tmp_path / "local" / "sweep.csv")[columns]
+    cluster = pd.read_csv(tmp_path / "cluster" / "sweep.csv")[columns]
+    pd.testing.assert_frame_equal(local, cluster)
+
+
+def test_joblib_work_runs_as_ray_tasks_under_the_cluster_backend() -> None:
+    import os
+
+    import psutil
+    from joblib import Parallel, delayed
+
+    from solver.cluster.connect import RayConnection, joblib_backend
+    from solver.cluster.spec import ClusterSpec
+
+    with RayConnection(ClusterSpec("local", 2)) as connection, joblib_backend(connection) as cpus:
+        pids = Parallel(n_jobs=cpus)(delayed(os.getpid)() for _ in range(4))
+        titles = {psutil.Process(pid).name() for pid in pids}  # while the pool's actors are still alive
+    assert cpus == 2 and os.getpid() not in pids
+    assert all(title.startswith("ray::") for title in titles), titles
