@@ -3,7 +3,11 @@
 A run directory holds ``config.yaml`` (the resolved config), ``meta.json`` (schema and library versions) and
 ``log.jsonl``. Each line is one record ``{"type": "problem" | "repetition" | "result", "schema": 1, ...}``.
 Every line is written with a single ``os.write`` and ``fsync``'ed before ``append`` returns, so a SIGKILL can
-at worst leave one torn LAST line; readers ignore it and ``RunLog.resume`` cuts it off before appending.
+at worst leave one torn LAST line; readers ignore it and ``RunLog.resume`` cuts it off before appending. The solve
+loop calls ``append`` from a worker thread, so the fsync never stalls the event loop. ``config.yaml`` and
+``meta.json`` are written under a temporary name, fsynced and renamed, and only by the run whose exclusive create of
+``log.jsonl`` succeeded; an empty or damaged ``config.yaml`` is an error, never the default config. A resumed run
+learns from the log how long its earlier sessions ran (``spent_seconds``), so its time budget goes on from there.
 """
 
 from __future__ import annotations

@@ -28,7 +28,10 @@ MAX_BOX_CHARS = 2000
 # Longest canonical MATH-style answer kept (characters); longer candidates are prose, not answers.
 MAX_ANSWER_CHARS = 300
 # A \sum or \prod in an answer is expanded term by term up to this many terms.
-MAX_TERMS = 1000
+MAX_TERMS = 200
+# Expression answers nest brackets a few levels deep; deeper ones are not parsed (the parser slows steeply:
+# 4 nested parentheses took 0.2 s on 2 loaded cores, 7 took 2 s, 140 took 6.6 s).
+MAX_NESTING = 4
 # math-verify gets at most this long (seconds) per comparison; its inputs are canonical answers, so at most
 # MAX_ANSWER_CHARS characters each.
 GRADE_TIMEOUT_S = 5.0
@@ -385,7 +388,7 @@ def _evaluated(s: str) -> Fraction | None:
     >>> [_evaluated(x) for x in [r"\\sqrt{2}", r"2^{2^{40}}", r"\\binom{10^{9}}{5 \\cdot 10^{8}}", "x+1", r"\\pi"]]
     [None, None, None, None, None]
     """
-    if len(s) > MAX_ANSWER_CHARS or not re.search(r"\d", s):
+    if len(s) > MAX_ANSWER_CHARS or not re.search(r"\d", s) or _nesting(s) > MAX_NESTING:
         return None
 
     # Letters outside commands mean unknowns (x, n, cm): not a number, and no reason to parse.
@@ -410,13 +413,36 @@ def _evaluated(s: str) -> Fraction | None:
     return _exact(expr)
 
 
+def _nesting(s: str) -> int:
+    """The deepest nesting of brackets and braces; the parser's time grows steeply with it.
+
+    >>> _nesting(r"\\frac{(1+2)}{3}"), _nesting("((((1))))")
+    (2, 4)
+    """
+    depth = deepest = 0
+    for ch in s:
+        if ch in "([{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in ")]}":
+            depth -= 1
+    return deepest
+
+
 def prepare_expressions() -> None:
     """Import the LaTeX parser now (~0.5 s), so the first expression answer does not pay for it mid-run."""
     import latex2sympy2_extended  # noqa: F401
 
 
 def _digits(value: Fraction) -> int:
-    return max(len(str(abs(value.numerator))), len(str(value.denominator)))
+    """Decimal digits of the larger of numerator and denominator, at most one too many, from their bit
+    lengths (``str`` would take quadratic time on huge numbers, and refuses more than 4300 digits).
+
+    >>> _digits(Fraction(999)), _digits(Fraction(1, 1000)), _digits(Fraction(10**5000))  # 3, 4 and 5001 exactly
+    (4, 4, 5001)
+    """
+    bits = max(abs(value.numerator).bit_length(), value.denominator.bit_length())
+    return bits * 30103 // 100000 + 1  # log10(2) = 0.30103
 
 
 def _exact(expr: object, depth: int = 0) -> Fraction | None:

@@ -36,6 +36,8 @@ ENTRY_POINTS: tuple[str, ...] = (
     "vllm.v1.engine.output_processor:OutputProcessor.get_num_unfinished_requests",
     "vllm.outputs:RequestOutput",
     "vllm.entrypoints.openai.api_server",  # `solver serve` runs it as a module
+    "vllm:LLM.get_tokenizer",  # benchmarks/engine.py's raw-engine baseline
+    "vllm:LLM.generate",
 )
 
 

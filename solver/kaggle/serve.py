@@ -12,6 +12,7 @@ import importlib
 import os
 import sys
 import types
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from solver.kaggle.competition import Competition
 from solver.kaggle.predictor import KagglePredictor
 
 
-def endpoint(predictor: KagglePredictor) -> types.FunctionType:
+def endpoint(predictor: Callable[..., Any]) -> types.FunctionType:
     """The plain function the relay accepts and the gateway calls by name: ``predict(id_, problem)``.
 
     >>> class Answering:

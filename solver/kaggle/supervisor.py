@@ -92,7 +92,7 @@ class EngineSupervisor:
     def close(self) -> None:
         """Close the session (bounded) and the loop."""
         if self._loop is not None:
-            self._drop("closing")
+            self._drop("closing", level=logging.INFO)
             self._loop.close()
             self._loop = None
 
@@ -145,11 +145,11 @@ class EngineSupervisor:
         finally:
             await stream.aclose()  # type: ignore[attr-defined]
 
-    def _drop(self, reason: str) -> None:
+    def _drop(self, reason: str, level: int = logging.WARNING) -> None:
         if self._loop is None or self._stack is None:
             self.session = None
             return
-        log.warning("closing the engine: %s", reason)
+        log.log(level, "closing the engine: %s", reason)
         stack, self._stack, self.session = self._stack, None, None
         closed = self._loop.run(stack.aclose(), timeout_s=self.close_timeout_s, grace_s=self.loop_grace_s)
         if not closed.ok:

@@ -119,7 +119,8 @@ def test_math_verify_overrun_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None
 
 HOSTILE = [r"2^{2^{2^{40}}}", r"\binom{10^{9}}{5 \cdot 10^{8}}", r"(10^{4000})!", r"\prod_{k=1}^{10^{9}} k",
            r"\sum_{k=1}^{10^{9}} k", r"10^{10^{10}} \bmod 7", "(" * 200 + "1" + ")" * 200, r"\sqrt[10^{9}]{2}",
-           r"(10^{3000})^{10^{3000}}", r"\frac{1}{0}", r"0^{-1}"]
+           r"(10^{3000})^{10^{3000}}", r"\frac{1}{0}", r"0^{-1}", "(((((((1)))))))",
+           r"\sum_{k=1}^{1000} k^{1000}"]
 
 
 @pytest.mark.parametrize("expression", HOSTILE)

@@ -160,3 +160,42 @@ def test_scripted_rerun_serves_in_one_process_and_the_gateway_runs_in_another(tm
     assert [c["status"] for c in result["calls"]] == ["solved"] * 3
     assert result["left"] == []
     assert still_running(sorted(children | set(result["children_seen"]))) == []
+
+
+def test_serve_without_kaggle_evaluation_is_a_one_line_error_and_closes_the_predictor(tmp_path: Path) -> None:
+    from kaggle_doubles import FaultyScriptedEngine, columns, fast_config, scripted_factory
+
+    from solver.config import ConfigError
+    from solver.kaggle import KagglePredictor, serve
+
+    assert "kaggle_evaluation" not in sys.modules, "the gateways run in subprocesses only"
+    factory, built = scripted_factory([FaultyScriptedEngine(lambda r: "answer")])
+    predictor = KagglePredictor(fast_config(), "aimo3", open_session=factory)
+    predictor(*columns("warm"))  # an engine exists, so closing has something to close
+    with pytest.raises(ConfigError, match="kaggle_evaluation not found") as caught:
+        serve(predictor, tmp_path / "test.csv")
+    assert len(str(caught.value).splitlines()) == 1
+    assert built[0].closed, "serve closed the predictor on the way out"
+
+
+def test_a_frame_the_real_gateway_refuses_is_the_rehearsals_failure(tmp_path: Path) -> None:
+    """kaggle-local's real-gateway path reports the gateway's own verdict (here INVALID_SUBMISSION: two rows
+    for one) instead of raising it."""
+    script = ("import sys, json; from pathlib import Path\n"
+              "import polars as pl\n"
+              "from solver.kaggle import competition, find_server\n"
+              "from solver.kaggle.rehearsal import run_gateway\n"
+              "class TwoRows:\n"
+              "    calls = []\n"
+              "    def __call__(self, id_, problem):\n"
+              "        return pl.DataFrame({'id': [id_.item(0)] * 2, 'answer': [1, 2]})\n"
+              "comp = competition('aimo3')\n"
+              "server = find_server(comp, sys.argv[1])\n"
+              "r = run_gateway(TwoRows(), server, sys.argv[2], Path('out'), comp=comp)\n"
+              "print(json.dumps(r.faults))\n")
+    done = subprocess.run([sys.executable, "-c", script, str(GATEWAYS / "aimo3"), str(GATEWAYS / "aimo3" / "test.csv")],
+                          cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    (fault,) = json.loads(done.stdout.strip().splitlines()[-1])
+    assert fault.startswith("gateway: INVALID_SUBMISSION") and "expected 1 rows but received 2" in fault
+    assert "INVALID_SUBMISSION" in (tmp_path / "out" / "report.md").read_text()

@@ -36,6 +36,8 @@ def _solver(argv: list[str], cwd: Path, timeout_s: float = 300) -> subprocess.Co
     (["kaggle-local", "demo", "--set", "prompt.template=no-such-prompt"], "no-such-prompt"),
     (["kaggle-local", "demo", "--engine", "no-such-engine"], "no-such-engine"),
     (["kaggle-local", "demo", "--gateway", "."], "holds no kaggle_evaluation"),
+    (["kaggle-local", "demo", "--competition", "aimo3", "--gateway", str(GATEWAYS / "aimo2")],
+     "cannot import kaggle_evaluation.aimo_3_inference_server"),
 ])
 def test_kaggle_local_bad_input_is_one_line_and_exit_2(argv: list[str], message: str, tmp_path: Path) -> None:
     done = _solver([*argv, "--out", str(tmp_path / "out")], cwd=tmp_path, timeout_s=120)
