@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).parent
-sys.path.insert(0, str(HERE))  # kaggle_doubles.py
+sys.path.append(str(HERE))  # kaggle_doubles.py; appended, so `conftest` still names tests/conftest.py
 
 # The real kaggle_evaluation packages import themselves by bare names and exit on a missing file: never collect
 # them (doctest collection would import them into the test process).
