@@ -23,7 +23,8 @@ from solver.offline.summary import Summary
 DEFAULT_STOPPERS: tuple[tuple[str, ...], ...] = (
     (), ("lossless",), ("beta:0.8",), ("beta:0.9",), ("beta:0.95",), ("beta:0.99",), ("margin:2",),
     ("margin:3",), ("margin:4",), ("margin:5",), ("agree:3",), ("agree:4",), ("agree:5",), ("agree_rules",),
-    ("ztest:0.05",), ("ztest:0.1",), ("esc:3",), ("esc:5",),
+    ("ztest:0.05",), ("ztest:0.1",), ("esc:3",), ("esc:5",), ("hold:0.8",), ("hold:0.9",), ("hold:0.95",),
+    ("hold:0.99",),
 )
 DEFAULT_TRIALS = 200
 ADAPTIVE_CONSISTENCY = "beta"  # the registry name of the Adaptive-Consistency rule, the published reference
