@@ -39,6 +39,9 @@ def markdown(report: SimulationReport) -> str:
         f"draw = {req.draw}, timing = " + (f"{req.tokens_per_s:g} tokens/s + recorded code time"
                                            if req.tokens_per_s else "recorded durations"), "",
     ]
+    if report.config.solve.workers == 0 and not req.workers:
+        lines += ["The runs were made with `--workers auto` (solve.workers = 0): modelled as W = the engine's batch "
+                  "(engine.args.max_num_seqs), at most N.", ""]
     if report.zero_time:
         lines += ["**Recorded durations are all zero**: seconds and budgets are meaningless; pass --tokens-per-s.",
                   ""]
