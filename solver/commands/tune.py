@@ -9,16 +9,7 @@ import sys
 from pathlib import Path
 
 from solver.commands.common import fail, first_line
-
-
-def _ints(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}") from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one number")
-    return values
+from solver.commands.simulate import int_list, stopper_sets
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -31,13 +22,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                     "self-contained report.html into --out.")
     parser.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories to pool")
     parser.add_argument("--out", type=Path, required=True, help="directory for the outputs")
-    parser.add_argument("--reps", type=_ints, default=(),
+    parser.add_argument("--reps", type=int_list, default=(),
                         help="repetition caps (default: 1/4, 1/3, 1/2, 2/3 and all of the fewest recorded)")
     parser.add_argument("--voter", action="append", default=[], help="voter name (repeat; default: the run's)")
     parser.add_argument("--stopper", action="append", default=[],
                         help="a stopper set, comma separated; 'none' = every repetition (repeat; default: every "
                              "rule at a few parameters)")
-    parser.add_argument("--workers", type=_ints, default=(), help="repetitions in flight (default: the run's)")
+    parser.add_argument("--workers", type=int_list, default=(), help="repetitions in flight (default: the run's)")
     parser.add_argument("--budget", type=float, action="append", default=[], metavar="SECONDS",
                         help="total time for the K problems (repeat for several)")
     parser.add_argument("--problems", type=int, default=None, metavar="K",
@@ -79,8 +70,7 @@ def run(args: argparse.Namespace) -> int:
         rule = PickRule("at_least", args.at_least, args.axis)
     else:
         rule = PickRule("tolerance", 0.5 if args.tolerance is None else args.tolerance, args.axis)
-    stoppers = tuple(() if s.strip() == "none" else tuple(x.strip() for x in s.split(",") if x.strip())
-                     for s in args.stopper)
+    stoppers = stopper_sets(args.stopper)
     jobs = args.jobs if args.jobs is not None else max(1, min(4, len(os.sched_getaffinity(0))))
     request = SimulationRequest(
         run_dirs=tuple(args.runs), reps=args.reps, voters=tuple(args.voter), stoppers=stoppers,
