@@ -246,6 +246,17 @@ def hold(state: VoteState, p: float) -> bool:
     return hold_probability(state) >= p
 
 
+def futile(state: VoteState, k: int) -> bool:
+    """``k`` repetitions have finished and none gave an answer: give the problem up (its default answer) rather
+    than spend the rest of its repetitions on a rare one. Not lossless: a problem whose few answers are right
+    loses them (``solver tune`` measures the price).
+
+    >>> futile(_state(None, None, None), 3), futile(_state(None, "1", None), 3), futile(_state(None, None), 3)
+    (True, False, False)
+    """
+    return state.finished >= k and all(b is None for b in state.ballots)
+
+
 def lead(state: VoteState) -> int:
     """The leader's votes minus the runner-up's, where every repetition without an answer counts as an answer of
     its own (a singleton): a failure is a vote for "something else", not for nobody.
@@ -396,6 +407,12 @@ def _margin(param: str | None = None) -> Stopper:
 def _hold_stopper(param: str | None = None) -> Stopper:
     p = _number("hold", param, 0.95, 0.5, 1.0)
     return Policy(f"hold:{p:g}", lambda s: hold(s, p))
+
+
+@STOPPERS.register("futile")
+def _futile(param: str | None = None) -> Stopper:
+    k = _whole("futile", param, 10)
+    return Policy(f"futile:{k}", lambda s: futile(s, k))
 
 
 @STOPPERS.register("max_reps")

@@ -14,6 +14,7 @@ from solver.core.stopping import (
     agree_rules,
     beta,
     beta_probability,
+    futile,
     hold_probability,
     lead,
     lossless,
@@ -49,7 +50,7 @@ def first_stop(policy, votes: str, max_repetitions: int = 16) -> int | None:
 
 
 def test_registry_names() -> None:
-    assert STOPPERS.names() == ["agree", "agree_rules", "beta", "esc", "hold", "lossless", "margin", "max_reps", "ztest"]
+    assert STOPPERS.names() == ["agree", "agree_rules", "beta", "esc", "futile", "hold", "lossless", "margin", "max_reps", "ztest"]
 
 
 def test_no_policy_stops_on_the_empty_vote() -> None:
@@ -274,3 +275,10 @@ def test_hold_is_lossless_at_one_and_looser_below() -> None:
         s = state(votes, n)
         assert (hold_probability(s) == 1.0) == lossless(s) or top_counts(s)[0] == 0
         assert not parse_stopper("hold:0.99")(s) or parse_stopper("hold:0.8")(s)
+
+
+@pytest.mark.parametrize(("votes", "k", "stop_at"), [("....", 3, 3), ("..1...", 3, None), ("...", 4, None),
+                                                    ("1", 1, None)])
+def test_futile_gives_up_only_on_answerless_starts(votes: str, k: int, stop_at: int | None) -> None:
+    assert first_stop(lambda s: futile(s, k), votes) == stop_at
+    assert parse_stopper("futile").name == "futile:10"
