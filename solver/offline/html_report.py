@@ -29,10 +29,18 @@ class Image:
 
 
 @dataclass(frozen=True)
+class Preformatted:
+    """Text shown as written (a config file)."""
+
+    caption: str
+    text: str
+
+
+@dataclass(frozen=True)
 class Section:
     heading: str
     paragraphs: Sequence[str] = ()  # plain text, escaped on rendering
-    blocks: Sequence[Table | Image] = field(default_factory=tuple)
+    blocks: Sequence[Table | Image | Preformatted] = field(default_factory=tuple)
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,7 @@ th, td { border: 1px solid #ccc; padding: 3px 7px; text-align: left; } th { back
 caption { text-align: left; font-weight: 600; padding: 4px 0; }
 figure { margin: 0.8em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption { font-size: 0.85em; color: #555; }
+pre { background: #f6f6f6; padding: 0.6em; border: 1px solid #ddd; }
 """
 
 CHECK = """
@@ -74,7 +83,13 @@ def render(page: Page) -> str:
         parts.append(f"<h2>{html.escape(section.heading)}</h2>")
         parts += [f"<p>{html.escape(p)}</p>" for p in section.paragraphs]
         for block in section.blocks:
-            parts.append(_table(block) if isinstance(block, Table) else _image(block))
+            if isinstance(block, Table):
+                parts.append(_table(block))
+            elif isinstance(block, Image):
+                parts.append(_image(block))
+            else:
+                parts.append(f"<figure><pre>{html.escape(block.text)}</pre>"
+                             f"<figcaption>{html.escape(block.caption)}</figcaption></figure>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 

@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from solver.offline.frontier import AXIS_LABELS, Axis, cost, frontier
-from solver.offline.html_report import Image, Page, Section, Table, render
+from solver.offline.html_report import Image, Page, Preformatted, Section, Table, render
 from solver.offline.report import markdown_table
 from solver.offline.simulate_output import calibration_lines, summary_rows
 from solver.offline.summary import Summary
@@ -178,11 +178,11 @@ def page(report: TuneReport, out: Path) -> Page:
         "trials on common draws.",
         f"Chosen by the rule “{report.rule.text}”: {c.setting.label}, expected accuracy {accuracy(c):.2f} % "
         f"(5–95 %: {band(c)}), {c.launched:.2f} repetitions launched per problem.",
-        "The chosen config (chosen.yaml beside this file): " + " ".join(
-            line for line in config_text(report).splitlines() if not line.startswith("#")),
     ]
-    sections = [Section("Choice", intro, [Image("Cost against expected accuracy: the frontier, the references "
-                                                "and the chosen setting", out / PLOTS[0])])]
+    sections = [Section("Choice", intro, [
+        Preformatted("chosen.yaml, beside this file: solver solve DATA --config chosen.yaml", config_text(report)),
+        Image("Cost against expected accuracy: the frontier, the references and the chosen setting",
+              out / PLOTS[0])])]
     for axis in report.frontiers:
         head, rows = frontier_rows(report, axis)
         gap = report.adaptive_gap.get(axis)
