@@ -166,3 +166,24 @@ def test_html_report_shows_in_headless_chromium(run: Path, tmp_path: Path) -> No
 
     pixels = imread(shot)
     assert pixels.shape[0] >= 2000 and (pixels[..., :3] < 0.5).mean() > 0.005  # ink on the page, not blank
+
+
+def test_budgets_and_workers_are_searched_and_written(run: Path, tmp_path: Path) -> None:
+    """A budgeted pick writes the budget and the workers it was searched with; an unbudgeted search leaves
+    workers to the preset (they are the hardware's)."""
+    from solver.offline.tune import chosen_config
+
+    report = tune(request(run, workers=(1, 4), budgets=(None, 40.0), stoppers=((), ("hold:0.9",))),
+                  PickRule("budget", 2.0, "seconds"))
+    assert {s.setting.workers for s in report.summaries} == {1, 4}
+    assert {s.setting.budget_s for s in report.summaries} == {None, 40.0}
+    chosen = report.choice
+    assert chosen.seconds <= 2.0
+    data = chosen_config(report)
+    assert data["solve"] == {"reps": chosen.setting.reps, "workers": chosen.setting.workers}
+    from dataclasses import replace
+
+    budgeted = next(s for s in report.summaries if s.setting.budget_s == 40.0)
+    assert chosen_config(replace(report, choice=budgeted))["budget"] == {"total_s": 40.0,
+                                                                        "problems": budgeted.problems}
+    assert "workers" not in chosen_config(tune(request(run, workers=()), PickRule()))["solve"]
