@@ -187,3 +187,15 @@ def test_budgets_and_workers_are_searched_and_written(run: Path, tmp_path: Path)
     assert chosen_config(replace(report, choice=budgeted))["budget"] == {"total_s": 40.0,
                                                                         "problems": budgeted.problems}
     assert "workers" not in chosen_config(tune(request(run, workers=()), PickRule()))["solve"]
+
+
+def test_wrong_problem_table_lists_exactly_the_problems_mostly_missed(run: Path) -> None:
+    from solver.offline.tune_output import wrong_problems
+
+    report = tune(request(run), PickRule())
+    head, rows = wrong_problems(report)
+    shares = {p.problem.id: share for p, share in zip(report.simulation.prepared, report.choice.right_share)}
+    assert rows and {r[0] for r in rows} == {pid for pid, share in shares.items() if share < 0.5}
+    assert [float(r[2]) for r in rows] == sorted(float(r[2]) for r in rows)  # worst first
+    for r in rows:  # the recorded votes: synthetic problems answer "1" (right) or "2"
+        assert r[1] == "1" and "2 ×" in r[4]
