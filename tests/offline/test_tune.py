@@ -199,3 +199,21 @@ def test_wrong_problem_table_lists_exactly_the_problems_mostly_missed(run: Path)
     assert [float(r[2]) for r in rows] == sorted(float(r[2]) for r in rows)  # worst first
     for r in rows:  # the recorded votes: synthetic problems answer "1" (right) or "2"
         assert r[1] == "1" and "2 ×" in r[4]
+
+
+def test_tuning_notebook_runs_on_the_shipped_corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebooks = Path(__file__).parents[2] / "notebooks"
+    monkeypatch.setenv("SOLVER_NOTEBOOK_OUT", str(tmp_path))
+    monkeypatch.delenv("SOLVER_RUN_DIR", raising=False)
+    notebook = nbformat.read(notebooks / "tuning.ipynb", as_version=4)
+    NotebookClient(notebook, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(notebooks)}}).execute()
+    cells = [c for c in notebook.cells if c.cell_type == "code"]
+    summary = [o["data"]["text/markdown"] for o in cells[1].outputs if "text/markdown" in o.get("data", {})]
+    assert summary and "## Frontier: repetitions launched per problem" in summary[0]
+    assert any("image/png" in o.get("data", {}) for o in cells[2].outputs)
+    assert "stoppers:" in "".join(o.get("text", "") for o in cells[3].outputs)
+    assert load_config("tiny", str(tmp_path / "chosen.yaml")).solve.reps in (10, 20, 30)
