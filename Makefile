@@ -13,6 +13,7 @@ demo: setup
 	$(PY) -m solver solve demo --out $(RUN)
 
 test: setup
+	@bash scripts/setup_browser.sh
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-fast: setup

@@ -10,7 +10,8 @@ from pathlib import Path
 EXIT_BAD_INPUT = 2
 
 
-def _ints(text: str) -> tuple[int, ...]:
+def int_list(text: str) -> tuple[int, ...]:
+    """``"8,16,32"`` -> (8, 16, 32), for argparse (``solver tune`` reads its lists the same way)."""
     try:
         values = tuple(int(v) for v in text.split(",") if v.strip())
     except ValueError:
@@ -29,12 +30,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                     "PNG plots into --out.")
     parser.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories to pool")
     parser.add_argument("--out", type=Path, required=True, help="directory for the outputs")
-    parser.add_argument("--reps", type=_ints, default=(), help="repetitions per problem, e.g. 8,16,32")
+    parser.add_argument("--reps", type=int_list, default=(), help="repetitions per problem, e.g. 8,16,32")
     parser.add_argument("--voter", action="append", default=[], help="voter name (repeat for several)")
     parser.add_argument("--stopper", action="append", default=[],
                         help="a stopper set, comma separated, e.g. beta,esc:5; 'none' = run every repetition "
                              "(repeat for several)")
-    parser.add_argument("--workers", type=_ints, default=(), help="repetitions in flight, e.g. 8,16")
+    parser.add_argument("--workers", type=int_list, default=(), help="repetitions in flight, e.g. 8,16")
     parser.add_argument("--budget", type=float, action="append", default=[], metavar="SECONDS",
                         help="total time for the K problems (repeat for several); none = no budget")
     parser.add_argument("--problems", type=int, default=None, metavar="K",
@@ -46,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                              "replacement (bootstrap) or always without (subset)")
     parser.add_argument("--tokens-per-s", type=float, default=None,
                         help="time repetitions as tokens / rate plus code time instead of recorded durations")
-    parser.add_argument("--at-least", type=_ints, default=(), metavar="X,...",
+    parser.add_argument("--at-least", type=int_list, default=(), metavar="X,...",
                         help="scores to report P(score >= X) for (default: quartiles of the scores)")
     parser.add_argument("--calibration-reps", type=int, default=None, metavar="N",
                         help="repetitions for the calibration check (default: the smallest that fits; 0 = skip)")
@@ -72,6 +73,15 @@ def _overrides(items: list[str]) -> tuple[tuple[str, object], ...]:
     return tuple(out)
 
 
+def stopper_sets(items: list[str]) -> tuple[tuple[str, ...], ...]:
+    """Repeated ``--stopper`` values: each a comma-separated set, ``none`` for the empty one.
+
+    >>> stopper_sets(["none", "beta, esc:5"])
+    ((), ('beta', 'esc:5'))
+    """
+    return tuple(() if s.strip() == "none" else tuple(x.strip() for x in s.split(",") if x.strip()) for s in items)
+
+
 def run(args: argparse.Namespace) -> int:
     from solver.offline.pools import SimulationError
     from solver.offline.simulate import SimulationRequest, simulate
@@ -83,8 +93,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"solver: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
-    stoppers = tuple(() if s.strip() == "none" else tuple(x.strip() for x in s.split(",") if x.strip())
-                     for s in args.stopper)
+    stoppers = stopper_sets(args.stopper)
     jobs = args.jobs if args.jobs is not None else max(1, min(4, len(os.sched_getaffinity(0))))
     request = SimulationRequest(
         run_dirs=tuple(args.runs), reps=args.reps, voters=tuple(args.voter), stoppers=stoppers,

@@ -1,7 +1,7 @@
 """Stopping: when a problem has enough repetitions, as pure functions of the vote so far.
 
 Policies are chosen by name from :data:`STOPPERS`, each with an optional parameter after ``:``
-(``"beta:0.95"``, ``"esc:5"``, ``"agree:4"``, ``"margin:3"``, ``"lossless"``) and combined with ``any`` or ``all``. Every policy looks at
+(``"beta:0.95"``, ``"esc:5"``, ``"agree:4"``, ``"margin:3"``, ``"lossless"``, ``"hold:0.95"``) and combined with ``any`` or ``all``. Every policy looks at
 vote *counts* (one per ballot), never at the voter's weights: the statistics behind ``beta`` and ``ztest``
 are about counts, and the agreement rules were published as counts. Weights only choose the winner.
 
@@ -198,6 +198,65 @@ def lossless(state: VoteState) -> bool:
     return v1 > v2 + max(0, state.max_repetitions - state.finished)
 
 
+def hold_probability(state: VoteState) -> float:
+    """P(the leader is still strictly ahead of the runner-up once all ``max_repetitions`` have finished), under a
+    Dirichlet(1, 1, 1) prior on (leader, runner-up, anything else — other answers and no answer) updated with
+    the counts so far: the remaining r draws are Dirichlet-multinomial. X + Y (the two answers' new votes) is
+    BetaBinomial(r, v1 + v2 + 2, rest + 1) and, given X + Y = m, X is BetaBinomial(m, v1 + 1, v2 + 1).
+    The probabilistic form of :func:`lossless` (which is the case P = 1); repetitions without an answer make the
+    remaining draws weigh less, as they do in the final vote.
+
+    >>> hold_probability(_state(*"1111", max_repetitions=7)), hold_probability(_state(max_repetitions=4))
+    (1.0, 0.0)
+    >>> round(hold_probability(_state(*"11112", max_repetitions=10)), 3)
+    0.949
+    """
+    v1, v2 = top_counts(state)
+    rest = state.finished - v1 - v2
+    return _hold(v1, v2, rest, max(0, state.max_repetitions - state.finished))
+
+
+@functools.lru_cache(maxsize=65536)
+def _hold(v1: int, v2: int, rest: int, remaining: int) -> float:
+    """Cached: the simulator asks for the same few count tuples over and over."""
+    if v1 == 0:
+        return 0.0
+    if v1 > v2 + remaining:
+        return 1.0
+    from scipy.stats import betabinom
+
+    import numpy as np
+
+    total = 0.0
+    m = np.arange(remaining + 1)
+    p_m = betabinom.pmf(m, remaining, v1 + v2 + 2, rest + 1)
+    for count, weight in zip(m.tolist(), p_m.tolist()):
+        x = np.arange(count + 1)
+        ahead = v1 + x > v2 + (count - x)
+        total += weight * float(betabinom.pmf(x, count, v1 + 1, v2 + 1)[ahead].sum())
+    return float(total)
+
+
+def hold(state: VoteState, p: float) -> bool:
+    """The leader holds to the end with probability at least ``p`` (:func:`hold_probability`).
+
+    >>> hold(_state(*"11112", max_repetitions=10), 0.94), hold(_state(*"11112", max_repetitions=30), 0.94)
+    (True, False)
+    """
+    return hold_probability(state) >= p
+
+
+def futile(state: VoteState, k: int) -> bool:
+    """``k`` repetitions have finished and none gave an answer: give the problem up (its default answer) rather
+    than spend the rest of its repetitions on a rare one. Not lossless: a problem whose few answers are right
+    loses them (``solver tune`` measures the price).
+
+    >>> futile(_state(None, None, None), 3), futile(_state(None, "1", None), 3), futile(_state(None, None), 3)
+    (True, False, False)
+    """
+    return state.finished >= k and all(b is None for b in state.ballots)
+
+
 def lead(state: VoteState) -> int:
     """The leader's votes minus the runner-up's, where every repetition without an answer counts as an answer of
     its own (a singleton): a failure is a vote for "something else", not for nobody.
@@ -342,6 +401,18 @@ def _lossless(param: str | None = None) -> Stopper:
 def _margin(param: str | None = None) -> Stopper:
     m = _whole("margin", param, 3)
     return Policy(f"margin:{m}", lambda s: margin(s, m))
+
+
+@STOPPERS.register("hold")
+def _hold_stopper(param: str | None = None) -> Stopper:
+    p = _number("hold", param, 0.95, 0.5, 1.0)
+    return Policy(f"hold:{p:g}", lambda s: hold(s, p))
+
+
+@STOPPERS.register("futile")
+def _futile(param: str | None = None) -> Stopper:
+    k = _whole("futile", param, 10)
+    return Policy(f"futile:{k}", lambda s: futile(s, k))
 
 
 @STOPPERS.register("max_reps")

@@ -26,7 +26,7 @@ from pathlib import Path
 from solver.config import BudgetConfig, Config, ConfigError
 from solver.core.stopping import make_stopper
 from solver.offline.calibration import Calibration, calibrate
-from solver.offline.pools import SimulationError, load_pools, prepare
+from solver.offline.pools import Prepared, ProblemPool, SimulationError, load_pools, prepare
 from solver.offline.summary import Summary, default_thresholds, summarise
 from solver.offline.trials import Draw, Plan, grid, run_trials
 
@@ -61,6 +61,8 @@ class SimulationReport:
     calibration: Calibration | None
     calibration_note: str | None
     budget: BudgetConfig  # the budget section budgeted settings used (total_s and problems per setting)
+    prepared: list[Prepared]  # per recorded problem, in the order of ``Summary.right_share``
+    config: Config  # the runs' config with the request's overrides
 
 
 def auto_workers(reps: int, config: Config) -> int:
@@ -95,12 +97,23 @@ def validate(req: SimulationRequest) -> None:
 def simulate(req: SimulationRequest) -> SimulationReport:
     """Load the runs, play every setting ``req.trials`` times, and run the calibration check."""
     validate(req)
+    return simulate_pools(req, *load(req))
+
+
+def load(req: SimulationRequest) -> tuple[list[ProblemPool], Config]:
+    """The runs' pooled repetitions and their config with the request's overrides."""
     pools, config = load_pools(req.run_dirs)
     if req.overrides:
         try:
             config = config.replace(dict(req.overrides))
         except ConfigError as exc:
             raise SimulationError(str(exc)) from exc
+    return pools, config
+
+
+def simulate_pools(req: SimulationRequest, pools: list[ProblemPool], config: Config) -> SimulationReport:
+    """:func:`simulate` on pools already loaded."""
+    validate(req)
     reps = req.reps or (config.solve.reps,)
     voters = req.voters or (config.vote.voter,)
     stoppers = req.stoppers or (config.stop.stoppers,)
@@ -141,4 +154,4 @@ def simulate(req: SimulationRequest) -> SimulationReport:
                 note = f"skipped: {exc}"
     zero_time = all(float(p.seconds.sum()) == 0.0 for p in prepared)
     return SimulationReport(req, len(pools), (min(sizes), max(sizes)), zero_time, summaries, calibration, note,
-                            config.budget)
+                            config.budget, prepared, config)

@@ -39,6 +39,9 @@ def markdown(report: SimulationReport) -> str:
         f"draw = {req.draw}, timing = " + (f"{req.tokens_per_s:g} tokens/s + recorded code time"
                                            if req.tokens_per_s else "recorded durations"), "",
     ]
+    if report.config.solve.workers == 0 and not req.workers:
+        lines += ["The runs were made with `--workers auto` (solve.workers = 0): modelled as W = the engine's batch "
+                  "(engine.args.max_num_seqs), at most N.", ""]
     if report.zero_time:
         lines += ["**Recorded durations are all zero**: seconds and budgets are meaningless; pass --tokens-per-s.",
                   ""]
@@ -61,26 +64,29 @@ def markdown(report: SimulationReport) -> str:
         if starved:
             lines.append(f"**Budget {starved[0]:g} s is not above budget.reserve_s = {b.reserve_s:g} s: no "
                          "problem gets any time.**")
-    lines += ["", "## Calibration", ""]
-    cal = report.calibration
-    if cal is None:
-        lines.append(f"Not run ({report.calibration_note or 'disabled'}).")
-    else:
-        gaps = ", ".join(f"{int(q * 100)}%: {g:+.2f}" for q, g in cal.quantile_gaps.items())
-        lines += [
-            f"Setting {cal.setting.label}, {cal.splits} random half splits of each problem's repetitions: "
-            f"{len(cal.simulated)} simulated runs drawn from one half against {len(cal.held_out)} real "
-            f"{cal.setting.reps}-repetition runs made of the other half.", "",
-            f"- mean score: simulated {cal.simulated.mean():.2f}, held-out {cal.held_out.mean():.2f} "
-            f"(gap {cal.mean_gap:+.2f} problems)",
-            f"- std: simulated {cal.simulated.std():.2f}, held-out {cal.held_out.std():.2f}",
-            f"- quantile gaps (simulated − held-out): {gaps}",
-            f"- Kolmogorov–Smirnov statistic {cal.ks:.3f} (p = {cal.ks_pvalue:.2f}, indicative: held-out runs of "
-            f"different splits share repetitions) → **{cal.verdict}** (agree = KS < 0.2 and |mean gap| < 1)",
-        ]
+    lines += ["", "## Calibration", "", *calibration_lines(report)]
     lines += ["", "Not modelled: the DeepConf online confidence filter (stop.confidence_warmup) and engine "
               "slow-down when more repetitions run at once (each repetition keeps its recorded time)."]
     return "\n".join(lines) + "\n"
+
+
+def calibration_lines(report: SimulationReport) -> list[str]:
+    """The calibration check in markdown: what it compared, the numbers and the verdict."""
+    cal = report.calibration
+    if cal is None:
+        return [f"Not run ({report.calibration_note or 'disabled'})."]
+    gaps = ", ".join(f"{int(q * 100)}%: {g:+.2f}" for q, g in cal.quantile_gaps.items())
+    return [
+        f"Setting {cal.setting.label}, {cal.splits} random half splits of each problem's repetitions: "
+        f"{len(cal.simulated)} simulated runs drawn from one half against {len(cal.held_out)} real "
+        f"{cal.setting.reps}-repetition runs made of the other half.", "",
+        f"- mean score: simulated {cal.simulated.mean():.2f}, held-out {cal.held_out.mean():.2f} "
+        f"(gap {cal.mean_gap:+.2f} problems)",
+        f"- std: simulated {cal.simulated.std():.2f}, held-out {cal.held_out.std():.2f}",
+        f"- quantile gaps (simulated − held-out): {gaps}",
+        f"- Kolmogorov–Smirnov statistic {cal.ks:.3f} (p = {cal.ks_pvalue:.2f}, indicative: held-out runs of "
+        f"different splits share repetitions) → **{cal.verdict}** (agree = KS < 0.2 and |mean gap| < 1)",
+    ]
 
 
 def write_outputs(report: SimulationReport, out_dir: Path) -> list[Path]:

@@ -28,6 +28,7 @@ class Summary:
     total_seconds: float  # mean whole-run seconds
     stops: dict[str, float]  # stop reason -> share of problems
     scores: np.ndarray  # every trial's score
+    right_share: np.ndarray  # per recorded problem (pools' order): share of its trials answered right (nan: never drawn)
 
 
 def summarise(settings: Sequence[Setting], result: ChunkResult, problems: int,
@@ -42,7 +43,8 @@ def summarise(settings: Sequence[Setting], result: ChunkResult, problems: int,
             else 0.0, {q: float(np.quantile(scores, q)) for q in QUANTILES},
             {x: float((scores >= x).mean()) for x in thresholds}, float(result.finished[i].mean()),
             float(result.launched[i].mean()), float(result.tokens[i].mean()), float(result.seconds[i].mean()),
-            float(result.total_seconds[i].mean()), {k: v / total for k, v in stops.most_common()}, scores))
+            float(result.total_seconds[i].mean()), {k: v / total for k, v in stops.most_common()}, scores,
+            np.divide(result.right[i], result.drawn, out=np.full(len(result.drawn), np.nan), where=result.drawn > 0)))
     return out
 
 

@@ -81,6 +81,8 @@ class ChunkResult:
     seconds: np.ndarray  # mean seconds per problem
     total_seconds: np.ndarray  # whole run
     stops: list[Counter[str]] = field(default_factory=list)  # per setting: stop reasons over problems
+    right: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # (settings, pools) times answered right
+    drawn: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (pools,) times a problem was in a trial
 
 
 def draw_indices(rng: np.random.Generator, available: int, length: int, draw: Draw) -> np.ndarray:
@@ -129,7 +131,8 @@ def run_chunk(plan: Plan, trials: int, seed: Sequence[int]) -> ChunkResult:
     rng = np.random.default_rng(list(seed))
     s_count = len(plan.settings)
     shape = (s_count, trials)
-    out = ChunkResult(*(np.zeros(shape) for _ in range(6)), stops=[Counter() for _ in range(s_count)])
+    out = ChunkResult(*(np.zeros(shape) for _ in range(6)), stops=[Counter() for _ in range(s_count)],
+                      right=np.zeros((s_count, len(plan.prepared))), drawn=np.zeros(len(plan.prepared)))
     grade = Grader(plan.answers)
     voters = {name: make_voter(replace(plan.vote, voter=name), plan.answers)
               for name in {s.voter for s in plan.settings}}
@@ -139,6 +142,7 @@ def run_chunk(plan: Plan, trials: int, seed: Sequence[int]) -> ChunkResult:
     for t in range(trials):
         order = rng.permutation(len(plan.prepared))[:k]
         draws = [draw_indices(rng, len(plan.prepared[p].seconds), plan.max_reps, plan.draw) for p in order]
+        out.drawn[order] += 1
         for s_index, setting in enumerate(plan.settings):
             clock = FakeClock(0.0)
             manager = None
@@ -160,7 +164,9 @@ def run_chunk(plan: Plan, trials: int, seed: Sequence[int]) -> ChunkResult:
                 clock.advance(result.seconds)
                 if manager is not None:
                     manager.finish_problem()
-                score += grade(prep.problem, result.answer)
+                right = grade(prep.problem, result.answer)
+                score += right
+                out.right[s_index, p] += right
                 fin += result.finished
                 lau += result.launched
                 tok += result.tokens
@@ -194,4 +200,5 @@ def run_trials(plan: Plan, trials: int, seed: int, jobs: int = 1) -> ChunkResult
         parts = Parallel(n_jobs=jobs)(delayed(run_chunk)(plan, size, chunk_seed) for size, chunk_seed in chunks)
     arrays = ("scores", "finished", "launched", "tokens", "seconds", "total_seconds")
     return ChunkResult(*(np.concatenate([getattr(p, name) for p in parts], axis=1) for name in arrays),
-                       stops=[sum((p.stops[i] for p in parts), Counter()) for i in range(len(plan.settings))])
+                       stops=[sum((p.stops[i] for p in parts), Counter()) for i in range(len(plan.settings))],
+                       right=sum(p.right for p in parts), drawn=sum(p.drawn for p in parts))

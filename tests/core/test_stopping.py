@@ -14,6 +14,8 @@ from solver.core.stopping import (
     agree_rules,
     beta,
     beta_probability,
+    futile,
+    hold_probability,
     lead,
     lossless,
     margin,
@@ -48,7 +50,7 @@ def first_stop(policy, votes: str, max_repetitions: int = 16) -> int | None:
 
 
 def test_registry_names() -> None:
-    assert STOPPERS.names() == ["agree", "agree_rules", "beta", "esc", "lossless", "margin", "max_reps", "ztest"]
+    assert STOPPERS.names() == ["agree", "agree_rules", "beta", "esc", "futile", "hold", "lossless", "margin", "max_reps", "ztest"]
 
 
 def test_no_policy_stops_on_the_empty_vote() -> None:
@@ -247,3 +249,36 @@ def test_margin_counts_answerless_repetitions_as_singletons(votes: str, m: int, 
     assert first_stop(lambda s: margin(s, m), votes) == stop_at
     assert parse_stopper("margin").name == "margin:3"
     assert lead(state("..")) == 0
+
+
+@pytest.mark.parametrize(("votes", "reps"), [("11112", 10), ("1.2.11", 12), ("112", 20), ("1..", 9), ("121", 6)])
+def test_hold_probability_matches_a_simulated_posterior(votes: str, reps: int) -> None:
+    """The closed form against drawing the shares from the Dirichlet posterior and the rest of the run from them."""
+    import numpy as np
+
+    s = state(votes, reps)
+    counts = sorted(s.counts.values(), reverse=True) + [0.0, 0.0]
+    v1, v2 = int(counts[0]), int(counts[1])
+    rest = len(votes) - v1 - v2
+    rng = np.random.default_rng(0)
+    shares = rng.dirichlet([v1 + 1, v2 + 1, rest + 1], size=200_000)
+    draws = np.array([rng.multinomial(reps - len(votes), p) for p in shares[:20_000]])
+    simulated = float((v1 + draws[:, 0] > v2 + draws[:, 1]).mean())
+    assert hold_probability(s) == pytest.approx(simulated, abs=0.015)
+
+
+def test_hold_is_lossless_at_one_and_looser_below() -> None:
+    rng = random.Random(9)
+    for _ in range(200):
+        n = rng.randint(1, 12)
+        votes = "".join(rng.choice("1112.") for _ in range(rng.randint(0, n)))
+        s = state(votes, n)
+        assert (hold_probability(s) == 1.0) == lossless(s) or top_counts(s)[0] == 0
+        assert not parse_stopper("hold:0.99")(s) or parse_stopper("hold:0.8")(s)
+
+
+@pytest.mark.parametrize(("votes", "k", "stop_at"), [("....", 3, 3), ("..1...", 3, None), ("...", 4, None),
+                                                    ("1", 1, None)])
+def test_futile_gives_up_only_on_answerless_starts(votes: str, k: int, stop_at: int | None) -> None:
+    assert first_stop(lambda s: futile(s, k), votes) == stop_at
+    assert parse_stopper("futile").name == "futile:10"

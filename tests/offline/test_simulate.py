@@ -211,8 +211,12 @@ def test_a_run_made_with_workers_auto_is_simulated_with_work_in_flight(tmp_path:
     (engine.args.max_num_seqs) capped at the repetitions, and 0 slots is refused."""
     auto = Config().replace({"solve.workers": 0, "engine.args.max_num_seqs": 2})
     run = write_run(tmp_path / "run", {f"p{i}": ("3", ["3"] * 4) for i in range(3)}, config=auto)
-    s = simulate(request(run, reps=(4,), trials=5)).summaries[0]
+    report = simulate(request(run, reps=(4,), trials=5))
+    s = report.summaries[0]
     assert s.setting.workers == 2 and s.mean == 3 and s.finished == 4
+    from solver.offline.simulate_output import markdown
+
+    assert "--workers auto" in markdown(report)
     assert s.seconds == pytest.approx(2.0)  # 4 repetitions of 1 s on 2 slots
     with pytest.raises(SimulationError, match="--workers"):
         simulate(request(run, reps=(4,), workers=(0,)))

@@ -1,0 +1,86 @@
+"""``solver tune RUN_DIR... --out DIR``: search stopping rules, voters and repetition caps on recorded runs, show the
+Pareto frontier and write the chosen policy as a config file (see solver/offline/tune.py)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from solver.commands.common import fail, first_line
+from solver.commands.simulate import int_list, stopper_sets
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "tune", help="search stopping rule x parameters x voter x repetitions; frontier, pick, config file",
+        description="Play every setting of a grid on recorded runs with common random draws, report the Pareto "
+                    "frontier of expected score (5-95 %% band) against repetitions, tokens and seconds per problem, "
+                    "pick one setting by a stated rule (default: the cheapest within 0.5 accuracy points of the "
+                    "best) and write tune.md, settings.csv, chosen.yaml (for solve --config), PNG plots and a "
+                    "self-contained report.html into --out.")
+    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories to pool")
+    parser.add_argument("--out", type=Path, required=True, help="directory for the outputs")
+    parser.add_argument("--reps", type=int_list, default=(),
+                        help="repetition caps (default: 1/4, 1/3, 1/2, 2/3 and all of the fewest recorded)")
+    parser.add_argument("--voter", action="append", default=[], help="voter name (repeat; default: the run's)")
+    parser.add_argument("--stopper", action="append", default=[],
+                        help="a stopper set, comma separated; 'none' = every repetition (repeat; default: every "
+                             "rule at a few parameters)")
+    parser.add_argument("--workers", type=int_list, default=(), help="repetitions in flight (default: the run's)")
+    parser.add_argument("--budget", type=float, action="append", default=[], metavar="SECONDS",
+                        help="total time for the K problems (repeat for several)")
+    parser.add_argument("--problems", type=int, default=None, metavar="K",
+                        help="problems per leaderboard run (default: every recorded problem)")
+    parser.add_argument("--trials", type=int, default=200, help="simulated leaderboard runs per setting")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--draw", choices=("auto", "bootstrap", "subset"), default="auto")
+    parser.add_argument("--tokens-per-s", type=float, default=None,
+                        help="time repetitions as tokens / rate plus code time instead of recorded durations")
+    pick = parser.add_mutually_exclusive_group()
+    pick.add_argument("--tolerance", type=float, default=None, metavar="POINTS",
+                      help="pick the cheapest setting within POINTS accuracy points of the best (default 0.5)")
+    pick.add_argument("--max-cost", type=float, default=None, metavar="COST",
+                      help="pick the best expected score costing at most COST on --axis per problem")
+    pick.add_argument("--at-least", type=float, default=None, metavar="X",
+                      help="pick the highest P(score >= X), the cheapest among equals")
+    parser.add_argument("--axis", choices=("reps", "tokens", "seconds"), default="reps",
+                        help="the cost the pick rule counts (default: repetitions launched per problem)")
+    parser.add_argument("--jobs", type=int, default=None, help="parallel processes (default: usable cores, at most 4)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from solver.offline.frontier import PickError, PickRule
+    from solver.offline.pools import SimulationError
+    from solver.offline.simulate import SimulationRequest
+    from solver.offline.tune import tune
+    from solver.offline.tune_output import markdown, write_outputs
+
+    if args.tolerance is not None and args.tolerance < 0:
+        return fail("--tolerance must be >= 0")
+    if args.max_cost is not None and args.max_cost <= 0:
+        return fail("--max-cost must be > 0")
+    if args.jobs is not None and args.jobs < 1:
+        return fail("--jobs must be >= 1")
+    if args.max_cost is not None:
+        rule = PickRule("budget", args.max_cost, args.axis)
+    elif args.at_least is not None:
+        rule = PickRule("at_least", args.at_least, args.axis)
+    else:
+        rule = PickRule("tolerance", 0.5 if args.tolerance is None else args.tolerance, args.axis)
+    stoppers = stopper_sets(args.stopper)
+    jobs = args.jobs if args.jobs is not None else max(1, min(4, len(os.sched_getaffinity(0))))
+    request = SimulationRequest(
+        run_dirs=tuple(args.runs), reps=args.reps, voters=tuple(args.voter), stoppers=stoppers,
+        workers=args.workers, budgets=tuple(args.budget) or (None,), problems=args.problems, trials=args.trials,
+        seed=args.seed, draw=args.draw, tokens_per_s=args.tokens_per_s, jobs=jobs)
+    try:
+        report = tune(request, rule)
+    except (SimulationError, PickError) as exc:
+        return fail(first_line(exc))
+    written = write_outputs(report, args.out)
+    sys.stdout.write(markdown(report))
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0
