@@ -122,8 +122,6 @@ class _Exit:
     cpu_s: float = 0.0
     timed_out: bool = False
     note: str | None = None  # why there is no process status
-    fresh: bool = False  # a session call that ran in a new process (no state from earlier calls)
-    lost: bool = False  # a session call whose process died or was killed (its state is gone)
 
 
 def classify(*, cancelled: bool, timed_out: bool, truncated: bool, outcome: str | None,
@@ -302,8 +300,7 @@ class _Template:
                 flight = self.flights.pop(message.get("id"), None) if message.get("op") == "exit" else None
                 if flight is not None:
                     flight.finish(_Exit(message["status"], message["cpu_s"], message["timed_out"],
-                                        message.get("error"), message.get("fresh", False),
-                                        message.get("lost", False)))
+                                        message.get("error")))
         finally:
             self._lost("the sandbox template exited")
 
@@ -312,7 +309,7 @@ class _Template:
         self.alive = False
         flights, self.flights = self.flights, {}
         for flight in flights.values():
-            flight.finish(_Exit(None, note=note, lost=True))  # its sessions died with it
+            flight.finish(_Exit(None, note=note))  # its sessions died with it
         ended, self.ended = self.ended, {}
         for event in ended.values():
             event.set()
@@ -455,7 +452,7 @@ class ProcessPoolSandbox:
         try:
             out_r, err_r, report_r = self._dispatch(template, flight, code, timeout_s, sid)
         except SandboxError as exc:
-            flight.finish(_Exit(None, note=str(exc), lost=sid is not None))
+            flight.finish(_Exit(None, note=str(exc)))
             return Execution(code, "error", "", str(exc), time.monotonic() - begun,
                              state_lost=session is not None and session.lose_state())
         overflow = lambda: template.kill(flight)  # noqa: E731 - output over the cap: stop the snippet now
@@ -465,16 +462,13 @@ class ProcessPoolSandbox:
             report = _Capture(report_r, REPORT_BYTES, flight.changed, lambda: None)
             captures = [out, err, report]
             late = False
-            # A session call may run on for the grace period after its interrupt, and its answer waits for the
-            # template's word that the call ended (so the next call never meets this one still running).
+            # A session call may run on for the grace period after its interrupt.
             answer_by = timeout_s + RETURN_SLACK_S + (self.interrupt_grace_s if session is not None else 0.0)
             try:
                 # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that lands just as the
                 # snippet finishes, and the cancelled repetition would then run on.
                 async with asyncio.timeout(answer_by):
                     await self._settle(flight, out, err, report)
-                    if session is not None:
-                        await flight.ended.wait()
             except TimeoutError:
                 # Past the limit and not yet reaped (a big tree takes the kernel seconds to tear down): answer
                 # now; the slot stays taken until the template reports the end.
@@ -482,8 +476,14 @@ class ProcessPoolSandbox:
                 template.kill(flight)
                 self._watch_teardown(template, flight)
             exit_ = flight.exit
-            outcome = report.text().split("\n", 1)[0].strip() or None
-            status = classify(cancelled=flight.cancelled, timed_out=late or (exit_ is not None and exit_.timed_out),
+            # "ok", or for a session call "ok 3" (the call's number in its process; 1: a new, empty process),
+            # "error 3 interrupted" when the template interrupted it at its limit (or on a kill: truncated or
+            # cancelled then, which take precedence).
+            words = report.text().split("\n", 1)[0].split()
+            outcome = words[0] if words else None
+            interrupted = "interrupted" in words[2:]
+            status = classify(cancelled=flight.cancelled,
+                              timed_out=late or interrupted or (exit_ is not None and exit_.timed_out),
                               truncated=out.overflow or err.overflow, outcome=outcome,
                               wait_status=exit_.status if exit_ is not None else None)
             stderr = err.text()
@@ -492,7 +492,8 @@ class ProcessPoolSandbox:
             state_lost = False
             if session is not None:
                 # Answered late: the template kills the session at the end of the grace period, if not yet.
-                state_lost = session.settle_state(exit_ if not late else _Exit(None, lost=True))
+                state_lost = session.settle_state(reported=outcome is not None and not late,
+                                                  fresh=words[1:2] == ["1"])
             return Execution(code, status, out.text(), stderr, time.monotonic() - begun, state_lost=state_lost)
         except asyncio.CancelledError:
             template.kill(flight)  # a session call is interrupted, and keeps its state if it recovers
@@ -662,23 +663,26 @@ class PoolSession:
                 self._live.release()
                 self._live = None
 
-    def settle_state(self, exit_: _Exit | None) -> bool:
+    def settle_state(self, *, reported: bool, fresh: bool) -> bool:
         """Account for one finished call; True when the model must be told that earlier names are gone.
 
+        ``reported``: the session process reported the call's end (no report: it died or was killed, or the
+        call was answered at the limit, which kills it); ``fresh``: the call was the first of its process.
+
         >>> session = PoolSession(None, 1, None)  # type: ignore[arg-type]
-        >>> [session.settle_state(_Exit(0, fresh=True)), session.settle_state(_Exit(0))]  # first, second call
+        >>> [session.settle_state(reported=True, fresh=True), session.settle_state(reported=True, fresh=False)]
         [False, False]
-        >>> session.settle_state(_Exit(9, lost=True))  # killed during this call
+        >>> session.settle_state(reported=False, fresh=False)  # killed during this call
         True
-        >>> session.settle_state(_Exit(0, fresh=True))  # the next call, in a new process: already told
+        >>> session.settle_state(reported=True, fresh=True)  # the next call, in a new process: already told
         False
-        >>> session.settle_state(_Exit(0, fresh=True))  # died between calls, unseen: tell now
+        >>> session.settle_state(reported=True, fresh=True)  # died between calls, unseen: tell now
         True
         """
-        if exit_ is None or exit_.lost:
+        if not reported:
             self._state = False
             return True
-        lost = exit_.fresh and self._state
+        lost = fresh and self._state
         self._state = True
         return lost
 

@@ -270,7 +270,7 @@ def test_close_kills_the_session_and_leaves_no_process(loop, pool) -> None:
     session = opened(loop, pool)
     base = settle(pool, resting(pool))
     pid = int(calls(loop, session, "import subprocess\nkeep = 1\n" + HOST_PID)[0].stdout)
-    assert psutil.pid_exists(pid) and len(pool.pids()) == base + 1
+    assert psutil.pid_exists(pid) and settle(pool, base + 1) == base + 1
     loop.run_until_complete(session.close())
     loop.run_until_complete(session.close())  # idempotent
     assert not _alive(pid)  # close() returns once the template has reaped the session's tree
