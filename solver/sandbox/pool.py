@@ -56,7 +56,7 @@ EOF_GRACE_S = 0.25  # after a snippet's tree is gone its pipes are at EOF; this 
 REPORT_BYTES = 64
 DIR_PREFIX = "solver-sandbox-"  # + owner pid + "-": a pool whose owner was killed is swept by the next one
 SANDBOX_NOTE = "\n[sandbox] "
-MAX_SESSIONS = 64  # live sessions per pool by default: each idle one is a sleeping process of ~10-20 MB of its own
+MAX_SESSIONS = 64  # live sessions per pool by default: an idle one is a sleeping process with ~6 MB of its own
 INTERRUPT_GRACE_S = 0.5  # an interrupted Python loop stops within microseconds; this covers a loaded machine
 END_WAIT_S = 5.0  # close() waits this long for the kernel to tear a session's tree down (a fork bomb's takes seconds)
 
