@@ -1,7 +1,7 @@
 """The child side of the sandbox: a warm template process that forks isolated processes for snippets and sessions.
 
-``solver.sandbox.pool`` starts this package as a fresh interpreter (never a fork of the solver, which may hold
-CUDA or engine state). It imports the preamble once, warms sympy's lazy imports, then serves its parent over a
+``solver.sandbox.channel`` starts this package as a fresh interpreter (never a fork of the solver, which may
+hold CUDA or engine state). It imports the preamble once, warms sympy's lazy imports, then serves its parent over a
 ``SOCK_SEQPACKET`` socket. It uses the standard library only and never imports the ``solver`` package.
 
 Process tree when the kernel allows namespaces::
