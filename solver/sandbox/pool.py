@@ -1,91 +1,48 @@
 """The sandbox pool: runs generated Python snippets in isolated processes forked from one warm template.
 
-This is the parent side. It starts the ``solver/sandbox/worker`` package as a fresh interpreter (never a fork of the
-solver), which imports the preamble once and forks one isolated process per snippet. The parent hands each
-snippet its code (a memfd) and the write ends of three pipes (stdout, stderr, report) and reads the pipes on
-the event loop, capping output while it streams. The template enforces wall time and reports each snippet's
-end. ``run`` answers by the time limit (plus a quarter second) even when the kernel needs longer to tear a
-large process tree down; the snippet's worker slot stays taken until the template has reaped it, so at most
-``workers`` snippets (or their remains) occupy the machine, and the rest wait here.
+This is the parent side (its channel to the template: ``solver.sandbox.channel``). It starts the
+``solver/sandbox/worker`` package as a fresh interpreter (never a fork of the solver), which imports the preamble
+once and forks one isolated process per snippet. The parent hands each snippet its code (a memfd) and the write
+ends of three pipes (stdout, stderr, report) and reads the pipes on the event loop, capping output while it
+streams. The template enforces wall time and reports each snippet's end. ``run`` answers by the time limit (plus a
+quarter second) even when the kernel needs longer to tear a large process tree down; the snippet's worker slot
+stays taken until the template has reaped it, so at most ``workers`` snippets (or their remains) occupy the
+machine, and the rest wait here.
 
-``session()`` gives a repetition its own stateful interpreter (``PoolSession``): a spare process like any snippet's,
-with the same isolation, that keeps its names from one call to the next. A call takes a worker slot only while it
-runs; at its limit it is interrupted (KeyboardInterrupt) and keeps its state if it recovers within
-``interrupt_grace_s``, else the session is killed and the result says ``state_lost``. What the isolation holds,
-and where it does not, is written down in docs/sandbox.md.
+``session()`` gives a repetition its own stateful interpreter (``PoolSession``): a spare process like any
+snippet's, with the same isolation, that keeps its names from one call to the next. A call takes a worker slot only
+while it runs; at its limit it is interrupted (KeyboardInterrupt) and keeps its state if it recovers within
+``interrupt_grace_s``, else the session is killed and the result says ``state_lost``. What the isolation holds, and
+where it does not, is written down in docs/sandbox.md.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import shutil
-import signal
-import socket
-import sys
-import tempfile
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Literal
-
-import psutil
 
 from solver.config import SandboxConfig
 from solver.registry import Registry
-from solver.types import Execution, ExecStatus, Sandbox
+from solver.sandbox.channel import (Capture, Exit, Flight, Isolation, SandboxError, TemplateProcess, classify,
+                                    kill_group)
+from solver.types import Execution, Sandbox
 
-WORKER = Path(__file__).with_name("worker") / "__init__.py"
-# Load the worker package under a name of its own, by path: importing it as ``solver.sandbox.worker`` would run
-# the solver's package initialisers in the template. The standard sys.path loses its first entry (the working
-# directory). (-I would isolate the path too, but it also ignores PYTHONHASHSEED, which keeps set/dict printing
-# order the same from run to run.)
-BOOTSTRAP = ("import importlib.util, sys; del sys.path[0]; "
-             "spec = importlib.util.spec_from_file_location('sandbox_worker', sys.argv[1]); "
-             "package = sys.modules[spec.name] = importlib.util.module_from_spec(spec); "
-             "spec.loader.exec_module(package); "
-             "from sandbox_worker.bootstrap import main; sys.exit(main(sys.argv))")
-MSG_BYTES = 65536
-START_TIMEOUT_S = 120.0  # importing numpy + sympy and warming up takes ~1-2 s on 2 cores; allow a busy machine
+__all__ = ["SANDBOXES", "Isolation", "PoolSession", "ProcessPoolSandbox", "SandboxError", "compose_program",
+           "create_sandbox", "default_workers"]
+
 RETURN_SLACK_S = 0.25  # run() answers at most this long after the time limit, whatever the teardown takes
 HUNG_AFTER_S = 30.0  # a template that has not reported a snippet's end this long after run() answered is hung
 EOF_GRACE_S = 0.25  # after a snippet's tree is gone its pipes are at EOF; this only covers the loop's lag
 REPORT_BYTES = 64
-DIR_PREFIX = "solver-sandbox-"  # + owner pid + "-": a pool whose owner was killed is swept by the next one
 SANDBOX_NOTE = "\n[sandbox] "
-MAX_SESSIONS = 64  # live sessions per pool by default: each idle one is a sleeping process of ~10-20 MB of its own
+MAX_SESSIONS = 64  # live sessions per pool by default: an idle one is a sleeping process with ~6 MB of its own
 INTERRUPT_GRACE_S = 0.5  # an interrupted Python loop stops within microseconds; this covers a loaded machine
 END_WAIT_S = 5.0  # close() waits this long for the kernel to tear a session's tree down (a fork bomb's takes seconds)
-
-
-class SandboxError(RuntimeError):
-    """The pool could not start (e.g. the preamble failed); the message is one line."""
-
-
-@dataclass(frozen=True)
-class Isolation:
-    """Which isolation layers hold on this machine (found by the template at start-up)."""
-
-    user_namespace: bool = False
-    net_namespace: bool = False
-    ipc_namespace: bool = False
-    pid_namespace: bool = False
-    mount_namespace: bool = False
-    pid_max: int = 0
-    oom_score_adj: bool = False
-    caps_dropped: bool = False
-    seccomp: bool = False
-    landlock_abi: int = 0
-    landlock: bool = False
-    cgroup: bool = False
-
-    @property
-    def signals_contained(self) -> bool:
-        """True when a snippet cannot signal processes outside its own tree (kill(-1) is harmless)."""
-        return self.pid_namespace or (self.landlock and self.landlock_abi >= 6)
 
 
 def default_workers() -> int:
@@ -114,243 +71,6 @@ def compose_program(earlier: Sequence[str], code: str, mode: Literal["newest", "
     return f"with __import__('contextlib').redirect_stdout(__import__('io').StringIO()): {cells}\n{code}"
 
 
-@dataclass(frozen=True)
-class _Exit:
-    """How the template saw one snippet end (status is a raw wait status; None: no process or no template)."""
-
-    status: int | None
-    cpu_s: float = 0.0
-    timed_out: bool = False
-    note: str | None = None  # why there is no process status
-    fresh: bool = False  # a session call that ran in a new process (no state from earlier calls)
-    lost: bool = False  # a session call whose process died or was killed (its state is gone)
-
-
-def classify(*, cancelled: bool, timed_out: bool, truncated: bool, outcome: str | None,
-             wait_status: int | None) -> ExecStatus:
-    """One status from everything known about a finished snippet; the first rule that applies wins.
-
-    >>> classify(cancelled=False, timed_out=False, truncated=False, outcome="ok", wait_status=0)
-    'ok'
-    >>> classify(cancelled=False, timed_out=True, truncated=False, outcome=None, wait_status=9)
-    'timeout'
-    >>> classify(cancelled=False, timed_out=False, truncated=False, outcome=None, wait_status=11)  # SIGSEGV
-    'killed'
-    >>> classify(cancelled=False, timed_out=False, truncated=False, outcome=None, wait_status=3 << 8)
-    'error'
-    """
-    if cancelled:
-        return "cancelled"
-    if truncated:  # checked before the time limit: a snippet is stopped the moment its output overflows
-        return "truncated"
-    if timed_out:
-        return "timeout"
-    if outcome in ("ok", "error", "memory"):
-        return outcome  # type: ignore[return-value]
-    if wait_status is None:
-        return "killed"
-    if os.WIFSIGNALED(wait_status):
-        return "timeout" if os.WTERMSIG(wait_status) == signal.SIGXCPU else "killed"
-    return "ok" if os.waitstatus_to_exitcode(wait_status) == 0 else "error"
-
-
-class _Capture:
-    """Reads one pipe on the event loop, keeping at most ``cap`` bytes; more than that is an overflow."""
-
-    def __init__(self, fd: int, cap: int, changed: asyncio.Event, on_overflow: Callable[[], None]) -> None:
-        self.fd = fd
-        self.cap = cap
-        self.data = bytearray()
-        self.eof = False
-        self.overflow = False
-        self._changed = changed
-        self._on_overflow = on_overflow
-        self._loop = asyncio.get_running_loop()
-        os.set_blocking(fd, False)
-        self._loop.add_reader(fd, self._read)
-
-    def _read(self) -> None:
-        try:
-            chunk = os.read(self.fd, 65536)
-        except BlockingIOError:
-            return
-        except OSError:
-            chunk = b""
-        room = self.cap - len(self.data)
-        self.data += chunk[:room]
-        if len(chunk) > room:
-            self.overflow = True
-            self._on_overflow()
-        if not chunk or self.overflow:
-            self.close()
-        self._changed.set()
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            self._loop.remove_reader(self.fd)
-            os.close(self.fd)
-            self.fd = -1
-            self.eof = True
-
-    def text(self) -> str:
-        return self.data.decode("utf-8", errors="replace")
-
-
-class _Flight:
-    """One snippet handed to the template; it holds a worker slot until the template reports its end."""
-
-    def __init__(self, flight_id: int, release: Callable[[], None]) -> None:
-        self.id = flight_id
-        self.exit: _Exit | None = None
-        self.cancelled = False
-        self.changed = asyncio.Event()  # any news: output, report, exit
-        self.ended = asyncio.Event()  # the template reaped it (or is gone)
-        self._release = release
-
-    def finish(self, exit_: _Exit) -> None:
-        if self.exit is None:
-            self.exit = exit_
-            self._release()
-            self.changed.set()
-            self.ended.set()
-
-
-class _Template:
-    """The parent's handle on one running template process."""
-
-    def __init__(self, process: asyncio.subprocess.Process, sock: socket.socket, isolation: Isolation,
-                 base_dir: str, cgroups: Sequence[str]) -> None:
-        self.process = process
-        self.sock = sock
-        self.isolation = isolation
-        self.base_dir = base_dir
-        self.cgroups = tuple(cgroups)
-        self.flights: dict[int, _Flight] = {}
-        self.ended: dict[int, asyncio.Event] = {}  # session number -> set once its process tree is reaped
-        self.alive = True
-        self._reader = asyncio.get_running_loop().create_task(self._read_messages())
-
-    @classmethod
-    async def launch(cls, config: SandboxConfig, workers: int, spares: int, disk_mb: int, namespaces: bool,
-                     sessions: int, interrupt_grace_s: float) -> _Template:
-        loop = asyncio.get_running_loop()
-        await asyncio.to_thread(_remove_stale_dirs)
-        base_dir = tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-")
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        settings = {"parent_pid": os.getpid(), "control_fd": theirs.fileno(), "base_dir": base_dir,
-                    "preamble": config.preamble, "memory_mb": config.memory_mb, "disk_mb": disk_mb,
-                    "spares": spares, "workers": workers, "namespaces": namespaces, "sessions": sessions,
-                    "interrupt_grace_s": interrupt_grace_s}
-        log_path = os.path.join(base_dir, "template.log")
-        process = None
-        try:
-            with open(log_path, "wb") as log:
-                process = await asyncio.create_subprocess_exec(
-                    sys.executable, "-s", "-c", BOOTSTRAP, str(WORKER), json.dumps(settings),
-                    stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log, pass_fds=(theirs.fileno(),),
-                    env=_template_env(base_dir), cwd=base_dir, start_new_session=True)
-            theirs.close()
-            ours.setblocking(False)
-            try:
-                data = await asyncio.wait_for(loop.sock_recv(ours, MSG_BYTES), START_TIMEOUT_S)
-            except asyncio.TimeoutError:
-                data = json.dumps({"op": "fatal", "error": f"no answer in {START_TIMEOUT_S:.0f} s"}).encode()
-            message = json.loads(data) if data else {"op": "fatal", "error": _log_tail(log_path)}
-            if message.get("op") != "ready":
-                raise SandboxError(f"the sandbox did not start: {message.get('error')}".splitlines()[0])
-            known = {f.name for f in fields(Isolation)}
-            isolation = Isolation(**{k: v for k, v in message["isolation"].items() if k in known})
-            return cls(process, ours, isolation, base_dir, message.get("cgroups", []))
-        except BaseException:
-            theirs.close()
-            ours.close()
-            if process is not None:
-                _kill_group(process.pid)
-                await process.wait()
-            await asyncio.to_thread(shutil.rmtree, base_dir, True)
-            raise
-
-    def send(self, message: dict[str, object], fds: Sequence[int] = ()) -> None:
-        """Non-blocking send; the control socket's buffer holds thousands of these small messages."""
-        data = json.dumps(message).encode()
-        try:
-            if fds:
-                socket.send_fds(self.sock, [data], list(fds))
-            else:
-                self.sock.send(data)
-        except (BlockingIOError, OSError) as exc:
-            raise SandboxError(f"the sandbox template is not accepting work: {exc}") from exc
-
-    def kill(self, flight: _Flight) -> None:
-        if self.alive and flight.exit is None:
-            with contextlib.suppress(SandboxError):  # a dead template took the snippet with it
-                self.send({"op": "kill", "id": flight.id})
-
-    async def _read_messages(self) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            while True:
-                try:
-                    data = await loop.sock_recv(self.sock, MSG_BYTES)
-                except OSError:
-                    data = b""
-                if not data:
-                    break
-                message = json.loads(data)
-                if message.get("op") == "ended":
-                    self.ended.pop(message["sid"], asyncio.Event()).set()
-                flight = self.flights.pop(message.get("id"), None) if message.get("op") == "exit" else None
-                if flight is not None:
-                    flight.finish(_Exit(message["status"], message["cpu_s"], message["timed_out"],
-                                        message.get("error"), message.get("fresh", False),
-                                        message.get("lost", False)))
-        finally:
-            self._lost("the sandbox template exited")
-
-    def _lost(self, note: str) -> None:
-        """The template is gone: its snippets died with it (parent-death signal, pid namespace)."""
-        self.alive = False
-        flights, self.flights = self.flights, {}
-        for flight in flights.values():
-            flight.finish(_Exit(None, note=note, lost=True))  # its sessions died with it
-        ended, self.ended = self.ended, {}
-        for event in ended.values():
-            event.set()
-
-    async def stop(self, note: str, grace_s: float = 5.0) -> None:
-        """Ask the template to kill everything and exit; force it after ``grace_s``."""
-        if self.alive:
-            with contextlib.suppress(SandboxError):
-                self.send({"op": "close"})
-        try:
-            await asyncio.wait_for(self.process.wait(), grace_s)
-        except asyncio.TimeoutError:
-            _kill_group(self.process.pid)
-            await self.process.wait()
-        self._lost(note)
-        self._reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._reader
-        self.sock.close()
-        for directory in self.cgroups:  # normally removed by the template; not when it was killed
-            with contextlib.suppress(OSError):
-                os.rmdir(directory)
-        await asyncio.to_thread(shutil.rmtree, self.base_dir, True)
-
-    def pids(self) -> set[int]:
-        try:
-            root = psutil.Process(self.process.pid)
-            tree = [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            return set()
-        alive = set()
-        for proc in tree:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                if proc.status() != psutil.STATUS_ZOMBIE:
-                    alive.add(proc.pid)
-        return alive
-
-
 class ProcessPoolSandbox:
     """Runs snippets in processes forked from a warm template; at most ``workers`` at once.
 
@@ -377,7 +97,7 @@ class ProcessPoolSandbox:
         self.spares = spares if spares is not None else self.workers
         self.namespaces = namespaces
         self._slots = asyncio.Semaphore(self.workers)
-        self._template: _Template | None = None
+        self._template: TemplateProcess | None = None
         self._start_lock = asyncio.Lock()
         self._closed = False
         self._next_id = 0
@@ -404,7 +124,7 @@ class ProcessPoolSandbox:
                 return
             if self._template is not None:
                 await self._template.stop("the sandbox template exited")
-            self._template = await _Template.launch(self.config, self.workers, self.spares, self.disk_mb,
+            self._template = await TemplateProcess.launch(self.config, self.workers, self.spares, self.disk_mb,
                                                     self.namespaces, self.max_sessions, self.interrupt_grace_s)
 
     async def run(self, code: str, *, timeout_s: float | None = None) -> Execution:
@@ -445,36 +165,33 @@ class ProcessPoolSandbox:
         assert self._template is not None  # start() succeeded
         return await self._run_in(self._template, code, limit, session)
 
-    async def _run_in(self, template: _Template, code: str, timeout_s: float,
+    async def _run_in(self, template: TemplateProcess, code: str, timeout_s: float,
                       session: PoolSession | None = None) -> Execution:
         self._next_id += 1
-        flight = _Flight(self._next_id, self._slots.release)
+        flight = Flight(self._next_id, self._slots.release)
         begun = time.monotonic()
-        captures: list[_Capture] = []
+        captures: list[Capture] = []
         sid = session.sid if session is not None else None
         try:
             out_r, err_r, report_r = self._dispatch(template, flight, code, timeout_s, sid)
         except SandboxError as exc:
-            flight.finish(_Exit(None, note=str(exc), lost=sid is not None))
+            flight.finish(Exit(None, note=str(exc)))
             return Execution(code, "error", "", str(exc), time.monotonic() - begun,
                              state_lost=session is not None and session.lose_state())
         overflow = lambda: template.kill(flight)  # noqa: E731 - output over the cap: stop the snippet now
         try:
-            out = _Capture(out_r, self.config.output_bytes, flight.changed, overflow)
-            err = _Capture(err_r, self.config.output_bytes, flight.changed, overflow)
-            report = _Capture(report_r, REPORT_BYTES, flight.changed, lambda: None)
+            out = Capture(out_r, self.config.output_bytes, flight.changed, overflow)
+            err = Capture(err_r, self.config.output_bytes, flight.changed, overflow)
+            report = Capture(report_r, REPORT_BYTES, flight.changed, lambda: None)
             captures = [out, err, report]
             late = False
-            # A session call may run on for the grace period after its interrupt, and its answer waits for the
-            # template's word that the call ended (so the next call never meets this one still running).
+            # A session call may run on for the grace period after its interrupt.
             answer_by = timeout_s + RETURN_SLACK_S + (self.interrupt_grace_s if session is not None else 0.0)
             try:
                 # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that lands just as the
                 # snippet finishes, and the cancelled repetition would then run on.
                 async with asyncio.timeout(answer_by):
                     await self._settle(flight, out, err, report)
-                    if session is not None:
-                        await flight.ended.wait()
             except TimeoutError:
                 # Past the limit and not yet reaped (a big tree takes the kernel seconds to tear down): answer
                 # now; the slot stays taken until the template reports the end.
@@ -482,8 +199,14 @@ class ProcessPoolSandbox:
                 template.kill(flight)
                 self._watch_teardown(template, flight)
             exit_ = flight.exit
-            outcome = report.text().split("\n", 1)[0].strip() or None
-            status = classify(cancelled=flight.cancelled, timed_out=late or (exit_ is not None and exit_.timed_out),
+            # "ok", or for a session call "ok 3" (the call's number in its process; 1: a new, empty process),
+            # "error 3 interrupted" when the template interrupted it at its limit (or on a kill: truncated or
+            # cancelled then, which take precedence).
+            words = report.text().split("\n", 1)[0].split()
+            outcome = words[0] if words else None
+            interrupted = "interrupted" in words[2:]
+            status = classify(cancelled=flight.cancelled,
+                              timed_out=late or interrupted or (exit_ is not None and exit_.timed_out),
                               truncated=out.overflow or err.overflow, outcome=outcome,
                               wait_status=exit_.status if exit_ is not None else None)
             stderr = err.text()
@@ -492,7 +215,8 @@ class ProcessPoolSandbox:
             state_lost = False
             if session is not None:
                 # Answered late: the template kills the session at the end of the grace period, if not yet.
-                state_lost = session.settle_state(exit_ if not late else _Exit(None, lost=True))
+                state_lost = session.settle_state(reported=outcome is not None and not late,
+                                                  fresh=words[1:2] == ["1"])
             return Execution(code, status, out.text(), stderr, time.monotonic() - begun, state_lost=state_lost)
         except asyncio.CancelledError:
             template.kill(flight)  # a session call is interrupted, and keeps its state if it recovers
@@ -515,11 +239,11 @@ class ProcessPoolSandbox:
         self._start_lock = asyncio.Lock()
         self._watchers = set()
         if old is not None:
-            _kill_group(old.process.pid)  # its snippets die with it (parent-death signal, pid namespace)
+            kill_group(old.process.pid)  # its snippets die with it (parent-death signal, pid namespace)
             old.sock.close()
             shutil.rmtree(old.base_dir, ignore_errors=True)  # a log file and an empty mount point
 
-    def _watch_teardown(self, template: _Template, flight: _Flight) -> None:
+    def _watch_teardown(self, template: TemplateProcess, flight: Flight) -> None:
         """Stop the template if it never reports this snippet's end (then its whole tree dies with it)."""
 
         async def watch() -> None:
@@ -532,7 +256,7 @@ class ProcessPoolSandbox:
         self._watchers.add(task)
         task.add_done_callback(self._watchers.discard)
 
-    def _dispatch(self, template: _Template, flight: _Flight, code: str, timeout_s: float,
+    def _dispatch(self, template: TemplateProcess, flight: Flight, code: str, timeout_s: float,
                   sid: int | None) -> tuple[int, int, int]:
         """Hand the code and the pipes' write ends to the template; return the read ends."""
         code_fd = os.memfd_create("snippet", os.MFD_CLOEXEC)
@@ -561,7 +285,7 @@ class ProcessPoolSandbox:
         return pipes[0][0], pipes[1][0], pipes[2][0]
 
     @staticmethod
-    async def _settle(flight: _Flight, out: _Capture, err: _Capture, report: _Capture) -> None:
+    async def _settle(flight: Flight, out: Capture, err: Capture, report: Capture) -> None:
         """Until the snippet reported its outcome and closed its output, or the template saw it end."""
         while True:
             if report.data.endswith(b"\n") and out.eof and err.eof:
@@ -627,7 +351,7 @@ class PoolSession:
         self._lock = asyncio.Lock()
         self._closed = closed
         self._started = False  # a call was handed to the template: there may be a process to kill
-        self.unfinished: _Flight | None = None  # a call whose caller was cancelled; it may still be stopping
+        self.unfinished: Flight | None = None  # a call whose caller was cancelled; it may still be stopping
         self._state = False  # the current process ran a call, and its loss has not been reported
 
     @property
@@ -662,23 +386,26 @@ class PoolSession:
                 self._live.release()
                 self._live = None
 
-    def settle_state(self, exit_: _Exit | None) -> bool:
+    def settle_state(self, *, reported: bool, fresh: bool) -> bool:
         """Account for one finished call; True when the model must be told that earlier names are gone.
 
+        ``reported``: the session process reported the call's end (no report: it died or was killed, or the
+        call was answered at the limit, which kills it); ``fresh``: the call was the first of its process.
+
         >>> session = PoolSession(None, 1, None)  # type: ignore[arg-type]
-        >>> [session.settle_state(_Exit(0, fresh=True)), session.settle_state(_Exit(0))]  # first, second call
+        >>> [session.settle_state(reported=True, fresh=True), session.settle_state(reported=True, fresh=False)]
         [False, False]
-        >>> session.settle_state(_Exit(9, lost=True))  # killed during this call
+        >>> session.settle_state(reported=False, fresh=False)  # killed during this call
         True
-        >>> session.settle_state(_Exit(0, fresh=True))  # the next call, in a new process: already told
+        >>> session.settle_state(reported=True, fresh=True)  # the next call, in a new process: already told
         False
-        >>> session.settle_state(_Exit(0, fresh=True))  # died between calls, unseen: tell now
+        >>> session.settle_state(reported=True, fresh=True)  # died between calls, unseen: tell now
         True
         """
-        if exit_ is None or exit_.lost:
+        if not reported:
             self._state = False
             return True
-        lost = exit_.fresh and self._state
+        lost = fresh and self._state
         self._state = True
         return lost
 
@@ -686,37 +413,6 @@ class PoolSession:
         """The call could not be handed over (the template is gone, and the session's process with it)."""
         lost, self._state = self._state, False
         return lost
-
-
-def _template_env(base_dir: str) -> dict[str, str]:
-    """A fresh environment: nothing of the solver's (tokens, CUDA settings) reaches generated code."""
-    bin_dir = os.path.dirname(sys.executable)
-    threads = dict.fromkeys(("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"), "1")
-    return {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
-            "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "HOME": base_dir, "TMPDIR": base_dir,
-            "MPLBACKEND": "Agg", **threads}
-
-
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
-
-
-def _remove_stale_dirs() -> None:
-    """Remove working trees of pools whose owning process is gone (it was killed before closing them)."""
-    root = Path(tempfile.gettempdir())
-    for path in root.glob(f"{DIR_PREFIX}*-*"):
-        owner = path.name[len(DIR_PREFIX):].split("-", 1)[0]
-        if owner.isdigit() and not psutil.pid_exists(int(owner)):
-            shutil.rmtree(path, ignore_errors=True)
-
-
-def _log_tail(path: str) -> str:
-    try:
-        lines = Path(path).read_text(errors="replace").strip().splitlines()
-    except OSError:
-        lines = []
-    return lines[-1] if lines else "the template process exited"
 
 
 SANDBOXES: Registry[Sandbox] = Registry("sandbox")

@@ -320,3 +320,27 @@ def test_registry_and_defaults() -> None:
         create_sandbox(SandboxConfig(name="nope"))
     assert default_workers() == max(1, len(os.sched_getaffinity(0)) - 1)
     assert ProcessPoolSandbox(SandboxConfig(workers=0)).workers == default_workers()
+
+
+def test_the_template_imports_nothing_of_the_solver(loop, pool) -> None:
+    result = run(loop, pool, "import sys\nprint(sorted(m for m in sys.modules if m.split('.')[0] == 'solver'))")
+    assert (result.status, result.stdout) == ("ok", "[]\n")  # snippets are forks of the template
+
+
+def test_the_worker_package_imports_the_standard_library_and_itself_only() -> None:
+    import ast
+    import sys
+    from pathlib import Path
+
+    import solver.sandbox.worker as worker
+
+    for path in sorted(Path(worker.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue  # relative imports stay inside the package
+            for name in names:
+                assert name.split(".")[0] in sys.stdlib_module_names | {"__future__"}, (path.name, name)

@@ -4,6 +4,11 @@ Every case must end with a clean status, within the time limit plus 0.5 s, with 
 process behind. One pool serves the whole table; afterwards it must answer ordinary snippets exactly like a
 fresh pool. Cases that would be dangerous where a layer is missing (kill(-1) as root without a pid namespace)
 are skipped there, never run unprotected.
+
+The same table runs as calls of stateful sessions: each case in a session holding a name, beside a bystander
+session holding its own. The bystander must keep its state and its process through every case; the hostile
+session must keep its name exactly when the result does not say ``state_lost`` (and must keep it after an
+interrupted Python loop, a memory bomb or a flood); closing it must leave no process.
 """
 
 from __future__ import annotations
@@ -29,11 +34,12 @@ import psutil
 import pytest
 
 from solver.config import SandboxConfig
-from solver.sandbox.pool import ProcessPoolSandbox
+from solver.sandbox.pool import PoolSession, ProcessPoolSandbox
 from solver.types import Execution
 
 TIMEOUT_S = 1.0
 OVER_LIMIT_S = 0.5  # allowed wall time beyond the limit (teardown of a fork bomb or a big heap included)
+GRACE_S = 0.5  # a session call interrupted at its limit may take this long to stop before it is killed
 CAP = 4096
 CONFIG = SandboxConfig(workers=1, timeout_s=TIMEOUT_S, memory_mb=400, output_bytes=CAP)
 ROOT = Path(__file__).resolve().parents[2]
@@ -323,6 +329,15 @@ CASES = [
     case("segfault", "faulthandler_sigsegv", "import faulthandler\nfaulthandler._sigsegv()", "killed", "ok"),
 ]
 
+# Cases after which the hostile session must still hold its names: the interrupt reaches Python code, a memory
+# bomb ends in MemoryError, a flood ends at the cap, children die with the call, the session ignores signals
+# sent to itself from inside its namespace.
+KEEPS_STATE = {"python_while_true", "sleep", "ignores_sigterm", "raise_cpu_limit", "sigxcpu_and_alarm_handlers",
+               "clear_parent_death_signal", "python_list", "growing_list", "numpy_ones", "bytes_repeat",
+               "stdout_flood", "stderr_flood", "background_sleep", "double_fork_setsid_daemon", "new_session_popen",
+               "daemon_ignoring_signals", "grandchild_keeps_stdout", "sys_exit_zero", "sys_exit_one", "input"}
+HOST_PID = "import os\nprint(os.readlink('/proc/self'))"  # /proc is the host's: the session's pid as we see it
+
 ORDINARY = [
     "print(sum(range(101)))",
     "x = sp.symbols('x')\nsp.factor(x**4 - 1)",
@@ -388,6 +403,16 @@ def server() -> Iterator[tuple[int, list[str]]]:
     listener.close()
 
 
+@pytest.fixture(scope="module")
+def bystander(pool: ProcessPoolSandbox, loop: asyncio.AbstractEventLoop) -> Iterator[tuple[PoolSession, int]]:
+    """A session that holds a name through the whole table, and the pid of its process."""
+    session = loop.run_until_complete(pool.session())
+    result = loop.run_until_complete(session.run("witness = 'intact'\n" + HOST_PID))
+    assert result.status == "ok", result
+    yield session, int(result.stdout)
+    loop.run_until_complete(session.close())
+
+
 def settle(pool: ProcessPoolSandbox, baseline: int, within_s: float = 3.0) -> set[int]:
     """Wait until the pool's tree is back to its resting size; return what is left above it."""
     deadline = time.monotonic() + within_s
@@ -419,6 +444,43 @@ def test_hostile_snippet_ends_cleanly(item: Case, pool: ProcessPoolSandbox, loop
     assert wall <= TIMEOUT_S + OVER_LIMIT_S, wall
     assert len(result.stdout) <= CAP and len(result.stderr) <= CAP
     assert not settle(pool, baseline, within_s=15.0), "processes outlived the snippet"
+    assert not OUTSIDE.exists() and not (ROOT / "SANDBOX_PWNED").exists()
+    assert accepted == []
+
+
+@pytest.mark.parametrize("item", CASES, ids=[f"{c.category}-{c.name}" for c in CASES])
+def test_hostile_call_in_a_session_leaves_other_sessions_intact(
+        item: Case, pool: ProcessPoolSandbox, loop: asyncio.AbstractEventLoop, server: tuple[int, list[str]],
+        bystander: tuple[PoolSession, int]) -> None:
+    isolation = pool.isolation
+    assert isolation is not None
+    if item.needs and not getattr(isolation, item.needs):
+        pytest.skip(f"needs {item.needs}, which this machine does not provide")
+    port, accepted = server
+    code = item.code.replace("{port}", str(port)).replace("{parent}", str(os.getpid()))
+    witness, witness_pid = bystander
+    baseline = pool.spares + (2 if isolation.pid_namespace else 1) + 1  # + the bystander's process
+    session = loop.run_until_complete(pool.session())
+    try:
+        assert loop.run_until_complete(session.run("marker = 42")).status == "ok"
+        began = time.monotonic()
+        result: Execution = loop.run_until_complete(session.run(code))
+        wall = time.monotonic() - began
+        after = loop.run_until_complete(session.run("marker"))
+        seen = loop.run_until_complete(witness.run("witness"))
+    finally:
+        loop.run_until_complete(session.close())
+    assert result.status in item.expected, (result.status, result.stdout[-300:], result.stderr[-600:])
+    assert wall <= TIMEOUT_S + GRACE_S + OVER_LIMIT_S, wall
+    assert len(result.stdout) <= CAP and len(result.stderr) <= CAP
+    # The state is kept exactly when the result does not say it is lost.
+    kept = (after.status, after.stdout, after.state_lost) == ("ok", "42\n", False)
+    assert kept != result.state_lost, (result.status, result.state_lost, after)
+    if item.name in KEEPS_STATE:
+        assert kept, (result.status, result.stderr[-600:])
+    assert (seen.status, seen.stdout, seen.state_lost) == ("ok", "'intact'\n", False)
+    assert _alive(psutil.Process(witness_pid))
+    assert not settle(pool, baseline, within_s=15.0), "processes outlived the session"
     assert not OUTSIDE.exists() and not (ROOT / "SANDBOX_PWNED").exists()
     assert accepted == []
 

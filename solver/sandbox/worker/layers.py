@@ -39,9 +39,10 @@ SECCOMP_ARCH = {"x86_64": (0xC000003E, {"socket": 41, "io_uring_setup": 425}),
                 "aarch64": (0xC00000B7, {"socket": 198, "io_uring_setup": 425})}
 X32_SYSCALL_BIT = 0x40000000
 # What an idle session may hold beyond the template's shared pages (its own copies of touched pages and its
-# names), in MB: the pool cgroup's memory cap grows by this much per allowed session. A session that holds more
-# pushes the pool toward its cap, where the kernel's OOM killer takes the largest process (its state is lost).
-SESSION_MEMORY_MB = 64
+# names), in MB: the pool cgroup's memory cap grows by this much per allowed session (an idle session after a
+# sympy call holds ~6 MB of its own). Sessions that hold more push the pool toward its cap, where the kernel's
+# OOM killer takes the largest process (that session's next call then says its state is lost).
+SESSION_MEMORY_MB = 32
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import sys
 from types import FrameType, TracebackType
 from typing import NoReturn
 
-from .snippet import MSG_BYTES, SNIPPET_NAME, finish, open_streams, read_code, run_snippet
+from .snippet import MSG_BYTES, SNIPPET_NAME, Outcome, finish, open_streams, read_code, run_snippet
 from .syscalls import PR_SET_CHILD_SUBREAPER, prctl
 
 
@@ -29,9 +29,10 @@ class Interruptible:
     outside (a deadline that raced the call's end) is ignored, so the runner's own steps are never cut short."""
 
     active = False
+    fired = False  # an interrupt reached the user's code during this call
 
     def __enter__(self) -> None:
-        Interruptible.active = True
+        Interruptible.active, Interruptible.fired = True, False
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  tb: TracebackType | None) -> None:
@@ -40,6 +41,7 @@ class Interruptible:
 
 def on_interrupt(_signum: int, _frame: FrameType | None) -> None:
     if Interruptible.active:
+        Interruptible.fired = True
         raise KeyboardInterrupt
 
 
@@ -57,8 +59,19 @@ def serve_session(sock: socket.socket, request: dict[str, object], fds: list[int
     cell = 0
     while True:
         cell += 1
-        cpu_s = run_call(request, fds, namespace, f"<cell {cell}>", pid_namespace, null, plumbing)
+        outcome, cpu_s, report_fd = run_call(request, fds, namespace, f"<cell {cell}>", pid_namespace, null,
+                                             plumbing)
+        # The template hears of the end first: once the parent reads the report it may send the next call, and
+        # the template must then find this one finished.
         sock.send(json.dumps({"op": "done", "id": request["id"], "cpu_s": round(cpu_s, 4)}).encode())
+        # "ok 3": the outcome and the call's number in this process (1 tells the parent that no state came
+        # before), then "interrupted" when the limit (or the parent's kill) interrupted it.
+        note = " interrupted" if Interruptible.fired else ""
+        try:
+            os.write(report_fd, f"{outcome} {cell}{note}\n".encode())
+        except OSError:
+            pass  # the parent stopped waiting for this call (its caller was cancelled)
+        os.close(report_fd)
         data, fds, _flags, _addr = socket.recv_fds(sock, MSG_BYTES, 4)
         if not data or len(fds) != 4:
             os._exit(0)  # the template closed the session
@@ -91,8 +104,9 @@ class Plumbing:
 
 
 def run_call(request: dict[str, object], fds: list[int], namespace: dict[str, object], name: str,
-             pid_namespace: bool, null: int, plumbing: Plumbing) -> float:
-    """Run one call in this process's namespace; return the CPU seconds it took (its children included)."""
+             pid_namespace: bool, null: int, plumbing: Plumbing) -> tuple[Outcome, float, int]:
+    """Run one call in this process's namespace; return its outcome, the CPU seconds it took (its children
+    included) and the report pipe, still to be written."""
     code_fd, out_fd, err_fd, report_fd = fds
     for source, target in ((out_fd, 1), (err_fd, 2)):
         os.dup2(source, target)
@@ -116,12 +130,7 @@ def run_call(request: dict[str, object], fds: list[int], namespace: dict[str, ob
             pass  # the parent stopped reading (output cap): what is left is not wanted
     for target in (1, 2):
         os.dup2(null, target)  # the call's pipes close here, so the parent sees their end
-    try:
-        os.write(report_fd, outcome.encode() + b"\n")
-    except OSError:
-        pass  # the parent stopped waiting for this call (its caller was cancelled)
-    os.close(report_fd)
-    return _cpu_s() - before
+    return outcome, _cpu_s() - before, report_fd
 
 
 def end_children(pid_namespace: bool) -> None:

@@ -50,7 +50,6 @@ class Session:
     sock: socket.socket
     workdir: str
     call: int | None = None  # id of the call it is running
-    fresh: bool = True  # that call is the first of this process: no earlier state exists
     deadline: float = math.inf  # interrupt the call then (time.monotonic())
     kill_at: float = math.inf  # kill the session then, unless the interrupted call has ended
     timed_out: bool = False
@@ -163,7 +162,7 @@ class Template:
     def dispatch_call(self, sid: int, job_id: int, timeout_s: float, request: dict[str, object],
                       fds: list[int]) -> None:
         """One call of session ``sid``: in its live process, or in a new one (the first call, or the old process
-        died or was killed: the exit message then says ``fresh``)."""
+        died or was killed; the new process numbers its calls from 1 again, which tells the parent)."""
         payload = json.dumps({"id": job_id, "timeout_s": timeout_s, "repl": request.get("repl", True),
                               "session": True}).encode()
         session = self.sessions.get(self.bound.get(sid, -1))
@@ -173,25 +172,24 @@ class Template:
             # The parent gave up on the previous call (it answered at the limit): that process is being killed.
             self.kill_session(session)
             session = None
-        fresh = session is None
         if session is not None:
             try:
                 socket.send_fds(session.sock, [payload], fds)
             except OSError:  # died between calls and not reaped yet
                 self.kill_session(session)
-                session, fresh = None, True
+                session = None
         if session is None:
             spare = self.hand_to_spare(payload, fds)
             if spare is None:
                 self.send({"op": "exit", "id": job_id, "status": None, "cpu_s": 0.0, "timed_out": False,
-                           "error": "no process could be started for the session", "fresh": True, "lost": False})
+                           "error": "no process could be started for the session"})
                 return
             spare.sock.setblocking(False)
             session = Session(sid, spare.pid, spare.sock, spare.workdir)
             self.sessions[spare.pid] = session
             self.bound[sid] = spare.pid
             self.selector.register(spare.sock, selectors.EVENT_READ, spare.pid)
-        session.call, session.fresh, session.timed_out = job_id, fresh, False
+        session.call, session.timed_out = job_id, False
         session.deadline, session.kill_at = time.monotonic() + timeout_s, math.inf
 
     def session_message(self, session: Session) -> None:
@@ -210,7 +208,7 @@ class Template:
             message = json.loads(data)
             if message.get("op") == "done" and message.get("id") == session.call and not session.killed:
                 self.send({"op": "exit", "id": session.call, "status": 0, "cpu_s": message.get("cpu_s", 0.0),
-                           "timed_out": session.timed_out, "error": None, "fresh": session.fresh, "lost": False})
+                           "timed_out": session.timed_out, "error": None})
                 session.call, session.deadline, session.kill_at = None, math.inf, math.inf
 
     def interrupt(self, session: Session) -> None:
@@ -340,7 +338,7 @@ class Template:
         self.remove_workdir(session.workdir)
         if session.call is not None:
             self.send({"op": "exit", "id": session.call, "status": status, "cpu_s": round(cpu_s, 4),
-                       "timed_out": session.timed_out, "error": None, "fresh": session.fresh, "lost": True})
+                       "timed_out": session.timed_out, "error": None})
         if session.ending:
             self.send({"op": "ended", "sid": session.sid})
 
