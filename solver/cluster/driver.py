@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -106,7 +107,9 @@ class Cluster:
         remote = ray.remote(EngineActor)
         # One CPU slot each (the actor's event loop); a whole engine's GPUs when the cluster has GPUs.
         options = {"num_cpus": 1, "num_gpus": engine_gpus if cluster_gpus > 0 else 0, "max_restarts": 0}
-        self.actors = [_Actor(f"engine-{i}", remote.options(**options).remote(f"engine-{i}")) for i in range(count)]
+        omp = os.environ.get("OMP_NUM_THREADS")
+        self.actors = [_Actor(f"engine-{i}", remote.options(**options).remote(f"engine-{i}", omp))
+                       for i in range(count)]
         outcomes = await asyncio.gather(*(a.handle.start.remote(config) for a in self.actors),
                                         return_exceptions=True)
         for actor, outcome in zip(self.actors, outcomes):
