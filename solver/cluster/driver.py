@@ -33,6 +33,7 @@ from solver.types import Problem, ProblemResult, Repetition
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3  # actors a problem may see die under it before it is left unsolved (it may be the cause)
+CLOSE_TIMEOUT_S = 60.0  # for the actors to close their engines and pools before they are killed regardless
 EVENTS_NAME = "cluster.jsonl"  # beside log.jsonl: which actors ran, where, and which died and why
 
 
@@ -103,7 +104,7 @@ class Cluster:
         ray = self._ray()
         engine_gpus = gpus_per_engine(config.engine.args)
         cluster_gpus = self.connection.gpus()
-        count = actor_count(self.connection.spec, cluster_gpus, engine_gpus)
+        count = actor_count(self.connection.spec, cluster_gpus, engine_gpus, self.connection.cpus())
         remote = ray.remote(EngineActor)
         # One CPU slot each (the actor's event loop); a whole engine's GPUs when the cluster has GPUs.
         options = {"num_cpus": 1, "num_gpus": engine_gpus if cluster_gpus > 0 else 0, "max_restarts": 0}
@@ -141,7 +142,11 @@ class Cluster:
         ray = self._ray()
         live = [a for a in self.actors if a.alive]
         if live:
-            await asyncio.gather(*(a.handle.close.remote() for a in live), return_exceptions=True)
+            closing = asyncio.gather(*(a.handle.close.remote() for a in live), return_exceptions=True)
+            try:
+                await asyncio.wait_for(closing, CLOSE_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                log.warning("cluster: engines still closing after %.0f s; ending their actors", CLOSE_TIMEOUT_S)
         for actor in live:
             with contextlib.suppress(Exception):
                 ray.kill(actor.handle, no_restart=True)
