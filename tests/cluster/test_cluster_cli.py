@@ -48,7 +48,7 @@ def test_driver_killed_mid_run_resumes_on_a_new_cluster(tmp_path):
 
     out = tmp_path / "run"
     args = ["solve", "--engine", "replay", "--from", str(FIXTURE), "--out", str(out), "--cluster", "local:2",
-            "--workers", "1", "--set", "engine.replay_time_scale=1", "--set", "sandbox.workers=1"]
+            "--workers", "1", "--set", "engine.replay_time_scale=0.5", "--set", "sandbox.workers=1"]
     driver = subprocess.Popen(solver_cmd(*args), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               start_new_session=True)
     log = out / "log.jsonl"
@@ -66,7 +66,7 @@ def test_driver_killed_mid_run_resumes_on_a_new_cluster(tmp_path):
         driver.send_signal(signal.SIGKILL)
         driver.wait()
     # Ray's reaper ends the local cluster with its driver; its per-node agents may linger: end what is left.
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 10
     while time.monotonic() < deadline and any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE
                                               for p in helpers):
         time.sleep(0.5)
