@@ -129,7 +129,7 @@ class Cluster:
         """Mark an actor dead (killing it if Ray still has it) and say which one and why."""
         if actor.alive:
             actor.alive = False
-            with contextlib.suppress(Exception):  # already gone: nothing to kill
+            with contextlib.suppress(*self._kill_errors()):  # already gone: nothing to kill
                 self._ray().kill(actor.handle, no_restart=True)
         death = ActorDeath(actor.name, actor.info.host if actor.info else None, problem_id,
                            death_reason(str(error)), kept)
@@ -148,7 +148,7 @@ class Cluster:
             except asyncio.TimeoutError:
                 log.warning("cluster: engines still closing after %.0f s; ending their actors", CLOSE_TIMEOUT_S)
         for actor in live:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(*self._kill_errors()):  # it may have died meanwhile
                 ray.kill(actor.handle, no_restart=True)
             actor.alive = False
         self.actors = []
@@ -159,6 +159,13 @@ class Cluster:
         import ray
 
         return ray
+
+    @staticmethod
+    def _kill_errors() -> tuple[type[BaseException], ...]:
+        """What ``ray.kill`` raises for an actor that is already gone (or a connection already closed)."""
+        from ray.exceptions import RayError
+
+        return (RayError, ValueError, ConnectionError)
 
     # -- a run --
 
