@@ -80,8 +80,11 @@ def check_log(run_dir: Path, reference) -> None:
 def test_two_actors_solve_like_one_engine(local_ray, reference, tmp_path):
     run_dir = tmp_path / "run"
     seen: dict[str, set[str]] = {}
-    cluster, outcome = run_cluster(run_dir, replay_config(0.1),
-                                   on_repetition=lambda cluster, actor, rep: seen.setdefault(actor, set()).add(rep.problem_id))
+
+    def note(cluster: Cluster, actor: str, rep) -> None:
+        seen.setdefault(actor, set()).add(rep.problem_id)
+
+    _, outcome = run_cluster(run_dir, replay_config(0.1), on_repetition=note)
     assert outcome.deaths == [] and outcome.unsolved == []
     assert [r.problem_id for r in outcome.results] == list(reference)
     check_log(run_dir, reference)
