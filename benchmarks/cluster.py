@@ -5,7 +5,7 @@ tokens each generated are printed too (same seeds: the same work, when the count
 
     python benchmarks/cluster.py                   # 2 problems x 16 repetitions, the tiny preset (CPU)
     python benchmarks/cluster.py --quick           # 1 problem x 8 repetitions, 48 tokens per turn
-    python benchmarks/cluster.py --preset h100 --model /models/m --set budget.total_s=null --set budget.cutoff_s=null
+    python benchmarks/cluster.py --preset h100 --model /models/m --problems 4 --reps 32 --max-tokens 1024
 
 Ratios, not absolute speeds, are the result: the contenders run one after the other on the same machine.
 """
@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from solver.cluster.spec import without_budget
 from solver.commands.common import parse_overrides
 from solver.config import Config, load_config
 from solver.datasets import load_problems
@@ -93,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     overrides = {"solve.reps": args.reps, "solve.workers": args.reps, "sampling.max_tokens": args.max_tokens,
                  "solve.parallel_problems": args.problems, "stop.stoppers": [], "stop.first_answer": False,
                  **({"engine.model": args.model} if args.model else {})}
-    config = load_config(args.preset, overrides={**parse_overrides(args.overrides), **overrides})
+    # No time budget for either contender (a cluster run has none; the Kaggle presets set one).
+    config = without_budget(load_config(args.preset, overrides={**parse_overrides(args.overrides), **overrides}))
     # Both contenders warm up on one problem with few repetitions: first requests pay one-off costs.
     warm = config.replace({"solve.reps": 2, "solve.workers": 2, "solve.parallel_problems": 1})
     problems = load_problems("demo", limit=args.problems)

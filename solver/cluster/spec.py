@@ -143,22 +143,21 @@ def death_reason(message: str) -> str:
     return lines[-1] if lines else "unknown cause"
 
 
-def check_cluster_config(config: Any) -> None:
-    """What a cluster run cannot honour, refused before anything starts.
+def without_budget(config: Any) -> Any:
+    """The config a cluster run uses: the same, with no time budget.
 
     A time budget spreads one engine's hours over problems that arrive one at a time; on a cluster problems run
-    side by side on several engines, so the budget would mean nothing.
+    side by side on several engines, so the budget would mean nothing. (The Kaggle presets set one.)
 
     >>> from solver.config import Config
-    >>> check_cluster_config(Config())
-    >>> check_cluster_config(Config().replace({"budget.total_s": 3600}))
-    Traceback (most recent call last):
-    ...
-    solver.cluster.spec.ClusterError: a time budget (budget.total_s, budget.cutoff_s) is for one engine; on a cluster use --set budget.total_s=null --set budget.cutoff_s=null
+    >>> without_budget(Config().replace({"budget.total_s": 3600, "budget.cutoff_s": 3500})).budget.total_s is None
+    True
+    >>> without_budget(Config()) == Config()
+    True
     """
-    if config.budget.total_s is not None or config.budget.cutoff_s is not None:
-        raise ClusterError("a time budget (budget.total_s, budget.cutoff_s) is for one engine; on a cluster use "
-                           "--set budget.total_s=null --set budget.cutoff_s=null")
+    if config.budget.total_s is None and config.budget.cutoff_s is None:
+        return config
+    return config.replace({"budget.total_s": None, "budget.cutoff_s": None})
 
 
 def engine_batch(engine_args: dict[str, Any], default_seqs: int = 64) -> int:

@@ -25,7 +25,6 @@ def run_cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str
     (["--cluster", "local:0"], "N >= 1"),
     (["--cluster", "local:2", "--actors", "3"], "drop --actors"),
     (["--actors", "2"], "--actors needs --cluster"),
-    (["--cluster", "local:1", "--set", "budget.total_s=3600"], "time budget"),
 ])
 def test_bad_cluster_input_is_one_line_and_writes_nothing(tmp_path, flags, needle):
     out = tmp_path / "run"
@@ -34,6 +33,18 @@ def test_bad_cluster_input_is_one_line_and_writes_nothing(tmp_path, flags, needl
     assert done.returncode == 2, done.stderr
     assert len(lines) == 1 and needle in lines[0], done.stderr
     assert not out.exists()
+
+
+def test_a_presets_time_budget_is_dropped_on_a_cluster_and_said(tmp_path):
+    pytest.importorskip("ray")
+    out = tmp_path / "run"
+    done = run_cli("solve", "--engine", "replay", "--from", str(FIXTURE), "--out", str(out), "--limit", "1",
+                   "--set", "budget.total_s=3600", "--set", "budget.cutoff_s=3500", "--set", "sandbox.workers=1",
+                   "--set", "engine.replay_time_scale=0", "--cluster", "local:1")
+    assert done.returncode == 0, done.stderr
+    assert "a time budget is for one engine" in done.stderr
+    saved = (out / "config.yaml").read_text()
+    assert "total_s: null" in saved and "cutoff_s: null" in saved
 
 
 def _descendants(pid: int) -> list:
