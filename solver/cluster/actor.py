@@ -40,7 +40,14 @@ class ActorInfo:
 class EngineActor:
     """Owns an engine and a sandbox pool for its whole life (``start`` ... ``close``)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, omp_threads: str | None = None) -> None:
+        # Ray gives every worker OMP_NUM_THREADS=<its CPU slots> (1 here) unless the driver set one. The engine
+        # is not a one-slot task: its processes inherit this variable, so the driver's own value (or none,
+        # letting torch and vLLM size their thread pools to the machine) is restored before they start.
+        if omp_threads is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = omp_threads
         self.name = name
         self._session: Session | None = None
         self._solvers: list[tuple[Config, ProblemSolver]] = []  # Config holds dicts: not hashable

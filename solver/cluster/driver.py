@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -32,6 +33,7 @@ from solver.types import Problem, ProblemResult, Repetition
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3  # actors a problem may see die under it before it is left unsolved (it may be the cause)
+CLOSE_TIMEOUT_S = 60.0  # for the actors to close their engines and pools before they are killed regardless
 EVENTS_NAME = "cluster.jsonl"  # beside log.jsonl: which actors ran, where, and which died and why
 
 
@@ -102,11 +104,13 @@ class Cluster:
         ray = self._ray()
         engine_gpus = gpus_per_engine(config.engine.args)
         cluster_gpus = self.connection.gpus()
-        count = actor_count(self.connection.spec, cluster_gpus, engine_gpus)
+        count = actor_count(self.connection.spec, cluster_gpus, engine_gpus, self.connection.cpus())
         remote = ray.remote(EngineActor)
         # One CPU slot each (the actor's event loop); a whole engine's GPUs when the cluster has GPUs.
         options = {"num_cpus": 1, "num_gpus": engine_gpus if cluster_gpus > 0 else 0, "max_restarts": 0}
-        self.actors = [_Actor(f"engine-{i}", remote.options(**options).remote(f"engine-{i}")) for i in range(count)]
+        omp = os.environ.get("OMP_NUM_THREADS")
+        self.actors = [_Actor(f"engine-{i}", remote.options(**options).remote(f"engine-{i}", omp))
+                       for i in range(count)]
         outcomes = await asyncio.gather(*(a.handle.start.remote(config) for a in self.actors),
                                         return_exceptions=True)
         for actor, outcome in zip(self.actors, outcomes):
@@ -125,7 +129,7 @@ class Cluster:
         """Mark an actor dead (killing it if Ray still has it) and say which one and why."""
         if actor.alive:
             actor.alive = False
-            with contextlib.suppress(Exception):  # already gone: nothing to kill
+            with contextlib.suppress(*self._kill_errors()):  # already gone: nothing to kill
                 self._ray().kill(actor.handle, no_restart=True)
         death = ActorDeath(actor.name, actor.info.host if actor.info else None, problem_id,
                            death_reason(str(error)), kept)
@@ -138,9 +142,13 @@ class Cluster:
         ray = self._ray()
         live = [a for a in self.actors if a.alive]
         if live:
-            await asyncio.gather(*(a.handle.close.remote() for a in live), return_exceptions=True)
+            closing = asyncio.gather(*(a.handle.close.remote() for a in live), return_exceptions=True)
+            try:
+                await asyncio.wait_for(closing, CLOSE_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                log.warning("cluster: engines still closing after %.0f s; ending their actors", CLOSE_TIMEOUT_S)
         for actor in live:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(*self._kill_errors()):  # it may have died meanwhile
                 ray.kill(actor.handle, no_restart=True)
             actor.alive = False
         self.actors = []
@@ -151,6 +159,13 @@ class Cluster:
         import ray
 
         return ray
+
+    @staticmethod
+    def _kill_errors() -> tuple[type[BaseException], ...]:
+        """What ``ray.kill`` raises for an actor that is already gone (or a connection already closed)."""
+        from ray.exceptions import RayError
+
+        return (RayError, ValueError, ConnectionError)
 
     # -- a run --
 

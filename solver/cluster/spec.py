@@ -82,8 +82,9 @@ def gpus_per_engine(engine_args: dict[str, Any]) -> int:
     return size
 
 
-def actor_count(spec: ClusterSpec, cluster_gpus: float, engine_gpus: int) -> int:
-    """Engine actors to start: the spec's count, else as many engines as the GPUs hold, else one.
+def actor_count(spec: ClusterSpec, cluster_gpus: float, engine_gpus: int, cluster_cpus: float = 1e9) -> int:
+    """Engine actors to start: the spec's count, else as many engines as the GPUs hold, else one. Ray would keep
+    actors that do not fit waiting forever, so a count the cluster cannot hold is an error.
 
     >>> actor_count(ClusterSpec("auto"), 8.0, 4), actor_count(ClusterSpec("auto"), 0.0, 1)
     (2, 1)
@@ -91,16 +92,29 @@ def actor_count(spec: ClusterSpec, cluster_gpus: float, engine_gpus: int) -> int
     Traceback (most recent call last):
     ...
     solver.cluster.spec.ClusterError: one engine needs 4 GPUs (tensor x pipeline x data parallel); the cluster has 2
+    >>> actor_count(ClusterSpec("local", 3), 4.0, 2)
+    Traceback (most recent call last):
+    ...
+    solver.cluster.spec.ClusterError: 3 engine actors x 2 GPUs each do not fit the cluster's 4 GPUs
+    >>> actor_count(ClusterSpec("auto", 4), 0.0, 1, cluster_cpus=2)
+    Traceback (most recent call last):
+    ...
+    solver.cluster.spec.ClusterError: 4 engine actors need a CPU slot each; the cluster has 2
     """
-    if spec.actors is not None:
-        return spec.actors
-    if cluster_gpus <= 0:
-        return 1
-    count = int(cluster_gpus // engine_gpus)
-    if count < 1:
-        raise ClusterError(f"one engine needs {engine_gpus} GPUs (tensor x pipeline x data parallel); "
-                           f"the cluster has {cluster_gpus:g}")
-    return count
+    if spec.actors is None:
+        if cluster_gpus <= 0:
+            return 1
+        count = int(cluster_gpus // engine_gpus)
+        if count < 1:
+            raise ClusterError(f"one engine needs {engine_gpus} GPUs (tensor x pipeline x data parallel); "
+                               f"the cluster has {cluster_gpus:g}")
+        return count
+    if cluster_gpus > 0 and spec.actors * engine_gpus > cluster_gpus:
+        raise ClusterError(f"{spec.actors} engine actors x {engine_gpus} GPUs each do not fit the cluster's "
+                           f"{cluster_gpus:g} GPUs")
+    if spec.actors > cluster_cpus:
+        raise ClusterError(f"{spec.actors} engine actors need a CPU slot each; the cluster has {cluster_cpus:g}")
+    return spec.actors
 
 
 def death_reason(message: str) -> str:
@@ -129,22 +143,21 @@ def death_reason(message: str) -> str:
     return lines[-1] if lines else "unknown cause"
 
 
-def check_cluster_config(config: Any) -> None:
-    """What a cluster run cannot honour, refused before anything starts.
+def without_budget(config: Any) -> Any:
+    """The config a cluster run uses: the same, with no time budget.
 
     A time budget spreads one engine's hours over problems that arrive one at a time; on a cluster problems run
-    side by side on several engines, so the budget would mean nothing.
+    side by side on several engines, so the budget would mean nothing. (The Kaggle presets set one.)
 
     >>> from solver.config import Config
-    >>> check_cluster_config(Config())
-    >>> check_cluster_config(Config().replace({"budget.total_s": 3600}))
-    Traceback (most recent call last):
-    ...
-    solver.cluster.spec.ClusterError: a time budget (budget.total_s, budget.cutoff_s) is for one engine; on a cluster use --set budget.total_s=null --set budget.cutoff_s=null
+    >>> without_budget(Config().replace({"budget.total_s": 3600, "budget.cutoff_s": 3500})).budget.total_s is None
+    True
+    >>> without_budget(Config()) == Config()
+    True
     """
-    if config.budget.total_s is not None or config.budget.cutoff_s is not None:
-        raise ClusterError("a time budget (budget.total_s, budget.cutoff_s) is for one engine; on a cluster use "
-                           "--set budget.total_s=null --set budget.cutoff_s=null")
+    if config.budget.total_s is None and config.budget.cutoff_s is None:
+        return config
+    return config.replace({"budget.total_s": None, "budget.cutoff_s": None})
 
 
 def engine_batch(engine_args: dict[str, Any], default_seqs: int = 64) -> int:

@@ -84,6 +84,6 @@ def sweep_on_cluster(spec: Any, sweep: Any, base: Any, problems: Any, out: Path,
                 raise ClusterFailed(f"{len(undecided)} problems undecided ({', '.join(undecided[:5])}): engine actors "
                                    "died under them; run the same sweep again to continue")
         with joblib_backend(connection) as cpus:
-            if not jobs_given:
+            if not jobs_given and sweep.jobs == 1:  # neither --jobs nor the spec file asked for more
                 sweep = dataclasses.replace(sweep, jobs=cpus)
             return run_sweep(sweep, base, problems, out, generate_runs=False)

@@ -35,7 +35,8 @@ def workers_value(value: str) -> int:
 
 def add_base_config_arguments(parser: argparse.ArgumentParser, *, engines: bool = True) -> None:
     """--preset, --config, --set and --model; with ``engines`` also --engine, --endpoint and --from."""
-    parser.add_argument("--preset", default=None, help="config preset: tiny (CPU), t4x2, h100 (default tiny)")
+    parser.add_argument("--preset", default=None,
+                        help="config preset: tiny (CPU), t4x2, l4x4, h100, h100x2 (default tiny)")
     parser.add_argument("--config", dest="config_file", default=None, help="a YAML file layered on the preset")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override any config key, e.g. --set sampling.top_p=0.95 (value parsed as YAML)")

@@ -69,9 +69,11 @@ def run(args: argparse.Namespace) -> int:
         check_runnable(config)  # before RUN_DIR exists: a bad name or path writes nothing
         cluster = cluster_spec(args)
         if cluster is not None:
-            from solver.cluster.spec import check_cluster_config
+            from solver.cluster.spec import without_budget
 
-            check_cluster_config(config)
+            if without_budget(config) != config:
+                print("solver: note: a time budget is for one engine; the cluster run has none", file=sys.stderr)
+                config = without_budget(config)
     except (ClusterError, ConfigError, DatasetError, LogError, ModelError) as exc:
         return fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     if cluster is not None:

@@ -27,13 +27,13 @@ def test_real_engine_actor_solves_and_the_driver_logs(tiny_config, tmp_path):
         cluster = Cluster(RayConnection(ClusterSpec("local", 1)),
                           on_repetition=lambda actor, rep: logged_by.append(actor))
         try:
-            return cluster, await cluster.run(tiny_config, problems, run_dir)
+            return await cluster.run(tiny_config, problems, run_dir)
         finally:
             await cluster.close()
 
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        cluster, outcome = asyncio.run(main())
+        outcome = asyncio.run(main())
     finally:
         ray.shutdown()
     assert outcome.deaths == [] and outcome.unsolved == []

@@ -80,8 +80,11 @@ def check_log(run_dir: Path, reference) -> None:
 def test_two_actors_solve_like_one_engine(local_ray, reference, tmp_path):
     run_dir = tmp_path / "run"
     seen: dict[str, set[str]] = {}
-    cluster, outcome = run_cluster(run_dir, replay_config(0.1),
-                                   on_repetition=lambda cluster, actor, rep: seen.setdefault(actor, set()).add(rep.problem_id))
+
+    def note(cluster: Cluster, actor: str, rep) -> None:
+        seen.setdefault(actor, set()).add(rep.problem_id)
+
+    _, outcome = run_cluster(run_dir, replay_config(0.1), on_repetition=note)
     assert outcome.deaths == [] and outcome.unsolved == []
     assert [r.problem_id for r in outcome.results] == list(reference)
     check_log(run_dir, reference)
@@ -114,3 +117,27 @@ def test_actor_killed_mid_problem_is_requeued_and_keeps_its_repetitions(local_ra
     demo3 = read_log(run_dir).finished()["demo-03"]
     assert killed[0][1] in {r.index for r in demo3}  # the repetition logged before the kill still votes
     assert '"event": "death"' in (run_dir / "cluster.jsonl").read_text()
+
+
+def test_every_actor_lost_leaves_the_rest_undecided_and_resume_finishes(local_ray, reference, tmp_path):
+    run_dir = tmp_path / "run"
+    killed: list[str] = []
+
+    def kill_each_once(cluster: Cluster, actor: str, rep) -> None:
+        if actor not in killed:  # each actor dies right after its first logged repetition
+            killed.append(actor)
+            os.kill(next(a.info.pid for a in cluster.actors if a.name == actor), signal.SIGKILL)
+
+    _, outcome = run_cluster(run_dir, replay_config(0.3), on_repetition=kill_each_once)
+    assert sorted(killed) == ["engine-0", "engine-1"]
+    assert sorted(d.actor for d in outcome.deaths) == ["engine-0", "engine-1"]
+    assert outcome.unsolved and not outcome.results  # nobody finished a problem; all undecided
+    assert sorted(outcome.unsolved) == sorted(reference)
+    logged = read_log(run_dir).finished()
+    assert sum(len(reps) for reps in logged.values()) >= 2
+
+    _, resumed = run_cluster(run_dir, replay_config(0.0), resume=True)
+    assert resumed.deaths == [] and resumed.unsolved == []
+    check_log(run_dir, reference)
+    for pid, reps in logged.items():  # what was logged before the losses still votes
+        assert {r.index for r in reps} <= {r.index for r in read_log(run_dir).finished()[pid]}

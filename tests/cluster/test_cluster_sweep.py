@@ -48,17 +48,27 @@ def test_sweep_generates_on_engine_actors(tmp_path: Path) -> None:
     pd.testing.assert_frame_equal(local, cluster)
 
 
-def test_joblib_work_runs_as_ray_tasks_under_the_cluster_backend() -> None:
+def test_joblib_work_runs_as_ray_tasks_and_simulate_gives_the_same_result() -> None:
     import os
 
+    import numpy as np
     import psutil
     from joblib import Parallel, delayed
 
     from solver.cluster.connect import RayConnection, joblib_backend
     from solver.cluster.spec import ClusterSpec
+    from solver.offline.simulate import SimulationRequest, simulate
 
+    def request(jobs: int) -> SimulationRequest:
+        return SimulationRequest((REPLAY_RUN,), reps=(1, 4), stoppers=((), ("agree:2",)), trials=200, seed=3,
+                                 calibration_reps=0, jobs=jobs)
+
+    alone = simulate(request(1))
     with RayConnection(ClusterSpec("local", 2)) as connection, joblib_backend(connection) as cpus:
         pids = Parallel(n_jobs=cpus)(delayed(os.getpid)() for _ in range(4))
         titles = {psutil.Process(pid).name() for pid in pids}  # while the pool's actors are still alive
+        spread = simulate(request(cpus))
     assert cpus == 2 and os.getpid() not in pids
     assert all(title.startswith("ray::") for title in titles), titles
+    for a, b in zip(alone.summaries, spread.summaries, strict=True):
+        assert np.array_equal(a.scores, b.scores) and a.tokens == b.tokens and a.seconds == b.seconds
