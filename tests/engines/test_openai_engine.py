@@ -24,7 +24,7 @@ import pytest
 
 from solver.clock import FakeClock
 from solver.config import ConfigError, load_config
-from solver.engines.openai_server import (
+from solver.engines.openai import (
     EndpointError,
     OpenAIServerEngine,
     RetryPolicy,
