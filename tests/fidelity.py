@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from solver.config import Config
-from solver.dialects import make_dialect
+from solver.dialects import Dialect, make_dialect
 from solver.loop.repetition import run_repetition
 from solver.types import Delta, Engine, GenerationRequest, Problem, Repetition
 
@@ -68,10 +68,11 @@ class FidelityReport:
 
 
 async def record_repetitions(engine: Engine, config: Config, sandbox, seeds: range,
-                             problem: Problem = CODE_PROBLEM) -> tuple[list[Repetition], Recording]:
+                             problem: Problem = CODE_PROBLEM, dialect: Dialect | None = None,
+                             ) -> tuple[list[Repetition], Recording]:
     """One repetition per seed, all at once, through a recording of ``engine``."""
     recording = Recording(engine)
-    dialect = make_dialect(config, engine.tokenizer)
+    dialect = dialect or make_dialect(config, engine.tokenizer)
     reps = await asyncio.gather(*(run_repetition(problem, 0, engine=recording, sandbox=sandbox, dialect=dialect,
                                                  config=config.replace({"sampling.seed": seed}))
                                   for seed in seeds))

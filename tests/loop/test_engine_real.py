@@ -289,3 +289,33 @@ def test_real_engine_first_answer_stop_logs_every_generated_token(engine_loop, t
                                                             clean_up_tokenization_spaces=False)
     assert early >= 3
     assert engine.running_requests() == 0
+
+
+def test_real_engine_hermes_dialect_keeps_token_fidelity(engine_loop, tiny_config):
+    """The hermes dialect on the real engine: prompts rendered by a chat template that declares the python tool
+    (Qwen3's, with the tiny model's vocabulary: tests/hermes_tokenizer.py), turns ending at ``</tool_call>`` or
+    the end of the message; every prompt's ids decode to the logged prompt text. The tiny model seldom calls
+    the tool, so this proves the plumbing; the tool loop is proven in tests/dialects/test_hermes.py."""
+    from doubles import SessionSandbox, printed
+    from fidelity import check_fidelity, record_repetitions
+    from hermes_tokenizer import hermes_tokenizer
+
+    from solver.dialects import make_dialect
+
+    config = tiny_config.replace({"prompt.dialect": "hermes", "sandbox.code_mode": "stateful",
+                                  "sampling.max_tokens": 48, "sampling.max_total_tokens": 96,
+                                  "sampling.max_turns": 2, "sampling.temperature": 1.0})
+    loop, engine = engine_loop
+    dialect = make_dialect(config, hermes_tokenizer())
+    problem = Problem("calc", "Use the python tool to compute 12345 * 6789.")
+
+    async def scenario():
+        return await record_repetitions(engine, config, SessionSandbox(printed("")), range(6), problem, dialect)
+
+    outcome = loop.run(scenario(), timeout_s=300)
+    assert outcome.ok, outcome.error
+    reps, recording = outcome.value
+    check_fidelity(reps, recording)
+    assert all(r.stop == ("</tool_call>",) for r in recording.requests)
+    assert all('"name": "python"' in r.prompt for r in recording.requests)
+    assert engine.running_requests() == 0

@@ -137,6 +137,13 @@ class StreamDecoder:
     >>> d.end()
     Delta(text='', token_ids=(30,), token_count=0, confidences=(), finish_reason='stop', stop_reason='.', stop_token=None, prompt_tokens=2, cached_tokens=None, error=None)
 
+    A stop token id (``stop_token_ids``) comes back as an integer stop reason:
+
+    >>> d = StreamDecoder(top_k=None)
+    >>> _ = d.feed('data: {"choices": [{"text": "", "token_ids": [200012], "finish_reason": "stop", "stop_reason": 200012}]}')
+    >>> d.end().stop_token, d.end().stop_reason
+    (200012, None)
+
     Without token ids (a server that ignores ``return_token_ids``) the usage count fills ``token_count``:
 
     >>> d = StreamDecoder(top_k=None)
