@@ -29,6 +29,18 @@ def use_vocabulary() -> None:
         os.environ[ENV] = str(vocabulary_dir())
 
 
+def check_vocabulary() -> None:
+    """ConfigError (one line) when openai_harmony would have to download its vocabulary: checked before a run
+    starts anything."""
+    from solver.config import ConfigError
+
+    use_vocabulary()
+    folder = os.environ.get(ENV)
+    if folder is None or not (Path(folder) / FILE).is_file():
+        where = f"{ENV}={folder} holds no {FILE}" if folder else f"{vocabulary_dir() / FILE} is missing"
+        raise ConfigError(f"the harmony dialect needs its vocabulary offline: {where} (run scripts/setup.sh)")
+
+
 def prepare_vocabulary(target: Path | None = None) -> Path:
     """Unpack the vocabulary from the installed ``bpe_openai`` package once; later calls only check it."""
     target = target or vocabulary_dir()

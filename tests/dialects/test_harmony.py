@@ -10,7 +10,7 @@ import random
 import pytest
 from doubles import ScriptedSandbox, ScriptedTokenEngine, SessionSandbox, printed
 
-from solver.config import load_config
+from solver.config import ConfigError, load_config
 from solver.dialects import TurnOutput, make_dialect
 from solver.loop.repetition import run_repetition
 from solver.types import Execution, GenerationRequest, Problem
@@ -178,3 +178,26 @@ def test_scripted_request_double_is_told_the_stop_ids(dialect):
 
 async def _collect(stream):
     return [d async for d in stream]
+
+
+def test_missing_harmony_vocabulary_is_a_one_line_error_before_the_run(tmp_path, monkeypatch):
+    from solver.loop.run import check_runnable
+
+    monkeypatch.setenv("SOLVER_CACHE", str(tmp_path))
+    monkeypatch.delenv("TIKTOKEN_ENCODINGS_BASE", raising=False)
+    with pytest.raises(ConfigError, match="needs its vocabulary offline") as caught:
+        check_runnable(config(**{"engine.name": "replay", "engine.replay_from": ["x"]}))
+    assert "\n" not in str(caught.value)
+    monkeypatch.setenv("TIKTOKEN_ENCODINGS_BASE", str(tmp_path))
+    with pytest.raises(ConfigError, match="holds no o200k_base.tiktoken"):
+        check_runnable(config(**{"engine.name": "replay", "engine.replay_from": ["x"]}))
+
+
+def test_vocabulary_is_unpacked_from_bpe_openai_with_its_checksum(tmp_path):
+    import hashlib
+
+    from solver.dialects.vocabulary import FILE, SHA256, prepare_vocabulary
+
+    folder = prepare_vocabulary(tmp_path / "o200k")
+    assert hashlib.sha256((folder / FILE).read_bytes()).hexdigest() == SHA256
+    assert prepare_vocabulary(folder) == folder  # a second call only checks
