@@ -19,6 +19,14 @@ from solver.types import Problem
 pytestmark = pytest.mark.engine
 
 
+def command_line(process: psutil.Process) -> str:
+    """Its command line; empty for a zombie or a process already gone (an earlier test's, being reaped)."""
+    try:
+        return " ".join(process.cmdline())
+    except (psutil.ZombieProcess, psutil.NoSuchProcess, psutil.AccessDenied):
+        return ""
+
+
 def test_real_engine_runs_the_tiny_harmony_model_through_the_harmony_dialect(tiny_config):
     from solver.dialects import make_dialect
     from solver.engines.vllm_async import open_vllm_engine
@@ -44,7 +52,7 @@ def test_real_engine_runs_the_tiny_harmony_model_through_the_harmony_dialect(tin
     assert engine.tokenizer is None
     # multiprocessing's resource tracker lives as long as this test process by design; it is no engine process.
     family = {p.pid for p in psutil.Process().children(recursive=True)
-              if "multiprocessing.resource_tracker" not in " ".join(p.cmdline())} - before
+              if "multiprocessing.resource_tracker" not in command_line(p)} - before
     recording = Recording(engine)
     logged = []
 
@@ -84,7 +92,7 @@ def test_real_engine_runs_the_tiny_harmony_model_through_the_harmony_dialect(tin
             with contextlib.suppress(psutil.NoSuchProcess):
                 process = psutil.Process(pid)
                 if process.status() != psutil.STATUS_ZOMBIE:
-                    alive.append((pid, " ".join(process.cmdline())[:120]))
+                    alive.append((pid, command_line(process)[:120]))
         if not alive or time.monotonic() > deadline:
             break
         time.sleep(0.2)
