@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from solver.commands.common import parse_overrides
 from solver.config import Config, load_config
 from solver.datasets import load_problems
-from solver.loop.prompts import CODE_STOP, STOP_STRINGS, PromptBuilder, Template, open_python_block
+from solver.dialects import TurnOutput, make_dialect
 from solver.loop.repetition import repetition_seed
 from solver.types import GenerationRequest, Problem
 from workload import Profile, TracedEngine, make_plans
@@ -129,53 +129,52 @@ async def rounds(config: Config, problems: list[Problem], engine, sandbox) -> Me
     """The synchronous-rounds baseline over every repetition of every problem at once: each round waits for
     the slowest generation, then all code runs while the engine idles, then every repetition continues."""
     s = config.sampling
-    prompt = PromptBuilder(Template.load(config.prompt.template), engine.tokenizer, config.prompt.output_chars)
+    dialect = make_dialect(config, engine.tokenizer)
     live = []
     for problem in problems:
-        text, ids = prompt.first(problem)
-        live += [{"problem": problem, "index": i, "text": text, "ids": ids, "used": 0} for i in range(config.solve.reps)]
+        live += [{"problem": problem, "index": i, "dialogue": dialect.start(problem), "used": 0}
+                 for i in range(config.solve.reps)]
     tokens = executions = 0
     sequences = len(live)
 
-    async def one(state: dict, turn: int) -> tuple[str, list[int], str | None]:
+    async def one(state: dict, turn: int) -> TurnOutput:
         problem = state["problem"]
+        prompt = state["dialogue"].prompt()
         req = GenerationRequest(
-            f"rounds-{problem.id}-{state['index']}-{turn}", state["text"], tuple(state["ids"]),
+            f"rounds-{problem.id}-{state['index']}-{turn}", prompt.text, prompt.token_ids,
             max_tokens=min(s.max_tokens, s.max_total_tokens - state["used"]), temperature=s.temperature,
-            top_p=s.top_p, seed=repetition_seed(s.seed, problem.id, state["index"]) + turn, stop=STOP_STRINGS,
+            top_p=s.top_p, seed=repetition_seed(s.seed, problem.id, state["index"]) + turn,
+            stop=dialect.stops.strings, stop_token_ids=dialect.stops.token_ids,
             extra=s.extra, problem_id=problem.id, repetition=state["index"], turn=turn)
-        parts, ids, reason = [], [], None
+        parts, ids, last = [], [], None
         async with contextlib.aclosing(engine.stream(req)) as deltas:
             async for d in deltas:
                 parts.append(d.text)
                 ids.extend(d.token_ids)
                 if d.finish_reason:
-                    reason = d.stop_reason if d.finish_reason == "stop" else None
-        return "".join(parts), ids, reason
+                    last = d
+        return TurnOutput("".join(parts), tuple(ids), last.finish_reason if last else "error",
+                          last.stop_reason if last else None, last.stop_token if last else None)
 
     t0 = time.perf_counter()
     with IdleSampler(engine) as sampler:
         for turn in range(s.max_turns):
             outs = await asyncio.gather(*(one(st, turn) for st in live))  # generate all ...
-            codes = []
-            for st, (text, ids, reason) in zip(live, outs):
-                st["used"] += len(ids)
-                tokens += len(ids)
-                codes.append(open_python_block(text) if reason == CODE_STOP else None)
-                st["gen"] = (text, ids)
-            runs = iter(await asyncio.gather(*(sandbox.run(c) for c in codes if c)))  # ... execute all ...
+            readings = []
+            for st, out in zip(live, outs):
+                st["used"] += len(out.token_ids)
+                tokens += len(out.token_ids)
+                readings.append(st["dialogue"].read(out))
+            runs = iter(await asyncio.gather(*(sandbox.run(r.call) for r in readings if r.call)))  # ... execute all ...
             nxt = []
-            for st, code in zip(live, codes):
-                if code is None:
+            for st, out, reading in zip(live, outs, readings):
+                if reading.call is None:
                     continue
                 executions += 1
                 execution = next(runs)
                 if st["used"] >= s.max_total_tokens:
                     continue
-                appended = CODE_STOP + prompt.tool_output(execution)
-                text, ids = st["gen"]
-                st["text"] += text + appended
-                st["ids"] = st["ids"] + ids + prompt.encode(appended)
+                st["dialogue"].reply(out, reading, execution)
                 nxt.append(st)
             live = nxt  # ... then continue all
             if not live:
@@ -194,11 +193,11 @@ def raw(config: Config, problems: list[Problem], model: str, lengths: dict[tuple
     llm = LLM(model=model, **{"seed": config.sampling.seed, **config.engine.args})
     try:
         tokenizer = llm.get_tokenizer()
-        prompt = PromptBuilder(Template.load(config.prompt.template), tokenizer, config.prompt.output_chars)
+        dialect = make_dialect(config, tokenizer)
         prompts, params = [], []
         s = config.sampling
         for problem in problems:
-            _, ids = prompt.first(problem)
+            ids = list(dialect.start(problem).prompt().token_ids or ())
             for index in range(config.solve.reps):
                 n = lengths.get((problem.id, index), 0)
                 if n <= 0:

@@ -1,7 +1,7 @@
 """What does going through vLLM's OpenAI server cost, next to the in-process engine? Same model, same requests.
 
 Runs ONE engine at a time: first the in-process engine (``solver.engines.vllm_async``), then one OpenAI server
-started with ``solver.engines.launch.launch_servers`` and driven by ``solver.engines.openai_server``. For each it measures
+started with ``solver.engines.launch.launch_servers`` and driven by ``solver.engines.openai``. For each it measures
 
   latency     sequential 1-token requests: the fixed cost of one request (ms), server minus in-process = overhead
   streams     N identical requests (same prompts, seeds, token limit) all in flight: generated tokens/s
@@ -51,18 +51,18 @@ class Measure:
 
 def build_requests(config: Config, problems: Sequence[Problem], n: int, max_tokens: int) -> list[GenerationRequest]:
     """The same chat prompts (as token ids) and seeds for both engines."""
-    from solver.loop.prompts import STOP_STRINGS, PromptBuilder, Template
+    from solver.dialects import make_dialect
     from solver.tiny_model import resolve_model
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(config.engine.model))
-    builder = PromptBuilder(Template.load(config.prompt.template), tokenizer, config.prompt.output_chars)
+    dialect = make_dialect(config, tokenizer)
     out = []
     for i in range(n):
-        text, ids = builder.first(problems[i % len(problems)])
-        out.append(GenerationRequest(f"bench-{i}", text, tuple(ids or ()), max_tokens=max_tokens,
+        prompt = dialect.start(problems[i % len(problems)]).prompt()
+        out.append(GenerationRequest(f"bench-{i}", prompt.text, prompt.token_ids or (), max_tokens=max_tokens,
                                      temperature=config.sampling.temperature, top_p=1.0, seed=1000 + i,
-                                     stop=STOP_STRINGS))
+                                     stop=dialect.stops.strings, stop_token_ids=dialect.stops.token_ids))
     return out
 
 

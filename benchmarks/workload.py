@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from solver.loop.prompts import CODE_STOP
+from solver.dialects.fences import CODE_STOP
 from solver.types import Delta, Engine, GenerationRequest
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Idempotent set-up: a venv with the project, the right vLLM build, test tools, and the embedded tiny model.
+# Idempotent set-up: a venv with the project, the right vLLM build, test tools, the embedded tiny model, harmony's
+# vocabulary and the tiny harmony model.
 #   SOLVER_VENV   venv folder (default .venv)
 #   SOLVER_ACCEL  cpu | gpu | auto (default auto: gpu when nvidia-smi finds a GPU)
 #   SOLVER_PIP_ARGS extra pip arguments, e.g. an extra index that serves the CPU build of torch on your machine
@@ -35,4 +36,8 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 # The embedded default model (converted once, cached under ${SOLVER_CACHE:-~/.cache/solver}).
 "$PY" -m solver.tiny_model >/dev/null
+# harmony's vocabulary, unpacked from the bpe-openai package so openai_harmony never downloads it, and the tiny
+# random-weight harmony model the harmony dialect's real-engine tests run (built from a fixed seed, ~13 MB).
+"$PY" -m solver.dialects.vocabulary >/dev/null
+"$PY" -m solver.tiny_harmony >/dev/null
 echo "setup: ready ($VENV, $ACCEL)"

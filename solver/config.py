@@ -43,7 +43,7 @@ class EngineConfig:
 
 # Sampling parameters the solver sets per request; ``sampling.extra`` may not override them.
 SOLVER_OWNED_SAMPLING = frozenset({
-    "n", "temperature", "top_p", "seed", "max_tokens", "stop", "logprobs", "output_kind",
+    "n", "temperature", "top_p", "seed", "max_tokens", "stop", "stop_token_ids", "logprobs", "output_kind",
     # request-body fields the server engine relies on to parse its stream
     "prompt", "model", "stream", "stream_options", "include_stop_str_in_output", "return_token_ids",
     "return_tokens_as_token_ids"})
@@ -78,6 +78,13 @@ class SamplingConfig:
 class PromptConfig:
     template: str = "tir"  # a file prompts/<template>.yaml
     output_chars: int = 600  # tool output shown to the model, characters
+    # How the conversation is spoken (solver/dialects): fences (```python blocks in text), harmony (gpt-oss,
+    # through openai_harmony), hermes (Qwen3-style <tool_call> JSON, rendered by the tokenizer's chat template).
+    dialect: Literal["fences", "harmony", "hermes"] = "fences"
+    reasoning_effort: Literal["low", "medium", "high"] = "high"  # harmony's system message
+
+    def __post_init__(self) -> None:
+        _check(self.output_chars > 0, "prompt.output_chars must be > 0")
 
 
 @dataclass(frozen=True)
@@ -90,7 +97,9 @@ class SandboxConfig:
     preamble: str = "import math\nimport numpy as np\nimport sympy as sp\n"
     disk_mb: int = 64  # private working-directory size per snippet (tmpfs where namespaces hold)
     namespaces: bool = True  # pid/net/mount namespaces per snippet where the OS allows them
-    code_mode: Literal["newest", "accumulate"] = "newest"
+    # newest: each block runs alone in a fresh process; accumulate: the blocks that ran cleanly run again before
+    # it; stateful: one Python session per repetition (``Sandbox.session()``), names survive between calls.
+    code_mode: Literal["newest", "accumulate", "stateful"] = "newest"
     repl: bool = True  # show the value of a final bare expression, like a REPL
 
     def __post_init__(self) -> None:
@@ -98,7 +107,8 @@ class SandboxConfig:
         _check(self.timeout_s > 0, "sandbox.timeout_s must be > 0")
         _check(self.memory_mb >= 64, "sandbox.memory_mb must be >= 64")
         _check(self.disk_mb >= 1, "sandbox.disk_mb must be >= 1")
-        _check(self.code_mode in ("newest", "accumulate"), "sandbox.code_mode must be newest or accumulate")
+        _check(self.code_mode in ("newest", "accumulate", "stateful"),
+               "sandbox.code_mode must be newest, accumulate or stateful")
 
 
 @dataclass(frozen=True)

@@ -139,6 +139,9 @@ class GenerationRequest:
     seed: int
     stop: tuple[str, ...]
     logprobs: int | None = None  # top-k logprobs per token for confidence, None = off
+    # Token ids that end the request, kept in the output (a dialect such as harmony ends a turn on
+    # <|call|> / <|return|>, not on text). Needs ``prompt_token_ids``.
+    stop_token_ids: tuple[int, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)  # engine sampling parameters passed unchanged
     # Scheduling order when the engine schedules by priority (lower first): the repetition's launch order, so a
     # started repetition's next turn goes before repetitions that have not started yet.
@@ -159,6 +162,7 @@ class Delta:
     confidences: tuple[float, ...] = ()  # per new token, when logprobs were requested
     finish_reason: FinishReason | None = None
     stop_reason: str | None = None  # the stop string that ended the request
+    stop_token: int | None = None  # the stop token id that ended the request (one of ``stop_token_ids``)
     prompt_tokens: int | None = None
     cached_tokens: int | None = None  # of the prompt, found in the engine's prefix cache (first delta)
     error: str | None = None
@@ -166,6 +170,8 @@ class Delta:
 
 class Tokenizer(Protocol):
     def encode(self, text: str, add_special_tokens: bool = ...) -> list[int]: ...
+
+    def decode(self, token_ids: Sequence[int], **kwargs: Any) -> str: ...
 
     def apply_chat_template(self, conversation: list[dict[str, str]], **kwargs: object) -> str: ...
 

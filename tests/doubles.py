@@ -84,3 +84,85 @@ class ScriptedSandbox:
 
 def printed(value: str) -> Callable[[str], Execution]:
     return lambda code: Execution(code=code, status="ok", stdout=value + "\n", stderr="", duration_s=0.001)
+
+
+TokenScript = Callable[[GenerationRequest], list[int]]
+
+
+@dataclass
+class ScriptedTokenEngine:
+    """Streams the token ids ``script(request)`` returns, a few per delta, with no text (like vLLM running
+    without a tokenizer), honouring stop token ids like vLLM does: the stop token is kept in the ids and
+    reported as ``stop_token``."""
+
+    script: TokenScript
+    per_delta: int = 3
+    delay_s: float = 0.0
+    name: str = "scripted-tokens"
+    tokenizer: None = None
+    requests: list[GenerationRequest] = field(default_factory=list)
+    open_streams: int = 0
+
+    async def stream(self, request: GenerationRequest) -> AsyncIterator[Delta]:
+        self.requests.append(request)
+        self.open_streams += 1
+        try:
+            ids = self.script(request)
+            cut = next((i + 1 for i, t in enumerate(ids) if t in request.stop_token_ids), None)
+            finish, stop_token = "stop", None
+            if cut is not None and cut <= request.max_tokens:
+                ids, stop_token = ids[:cut], ids[cut - 1]
+            elif len(ids) > request.max_tokens:
+                ids, finish = ids[: request.max_tokens], "length"
+            for start in range(0, len(ids), self.per_delta):
+                if self.delay_s:
+                    await asyncio.sleep(self.delay_s)
+                yield Delta(text="", token_ids=tuple(ids[start:start + self.per_delta]))
+            yield Delta(text="", token_ids=(), finish_reason=finish, stop_token=stop_token,
+                        prompt_tokens=len(request.prompt_token_ids or ()))
+        finally:
+            self.open_streams -= 1
+
+    def running_requests(self) -> int:
+        return self.open_streams
+
+    async def close(self) -> None:
+        return None
+
+
+@dataclass
+class ExecSession:
+    """A stateful Python session double: runs code with ``exec`` in one namespace kept between calls (in this
+    process, no isolation; for loop tests only) and records its calls and whether it was closed."""
+
+    ran: list[str] = field(default_factory=list)
+    closed: bool = False
+    namespace: dict[str, object] = field(default_factory=dict)
+
+    async def run(self, code: str, *, timeout_s: float | None = None) -> Execution:
+        import contextlib
+        import io
+
+        self.ran.append(code)
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out):
+                exec(compile(code, "<session>", "exec"), self.namespace)
+        except Exception as exc:  # the snippet's failure is a status, as in the real session
+            return Execution(code=code, status="error", stdout=out.getvalue(), stderr=f"{type(exc).__name__}: {exc}",
+                             duration_s=0.0)
+        return Execution(code=code, status="ok", stdout=out.getvalue(), stderr="", duration_s=0.0)
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+@dataclass
+class SessionSandbox(ScriptedSandbox):
+    """A scripted sandbox that also hands out ``ExecSession`` doubles (recorded in ``sessions``)."""
+
+    sessions: list[ExecSession] = field(default_factory=list)
+
+    async def session(self) -> ExecSession:
+        self.sessions.append(ExecSession())
+        return self.sessions[-1]

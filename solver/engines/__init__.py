@@ -10,7 +10,7 @@ from solver.types import Engine
 # name -> "module:async factory(config) -> Engine"
 ENGINE_FACTORIES: dict[str, str] = {
     "vllm": "solver.engines.vllm_async:open_vllm_engine",
-    "openai": "solver.engines.openai_server:open_openai_engine",
+    "openai": "solver.engines.openai.engine:open_openai_engine",
     "replay": "solver.engines.replay:open_replay_engine",
 }
 

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from solver.config import Config, ConfigError
+from solver.core.stopping import token_confidence
 from solver.engines.vllm_compat import num_unfinished_requests
 from solver.tiny_model import resolve_model
 from solver.types import Delta, FinishReason, GenerationRequest, Tokenizer
@@ -22,7 +23,7 @@ _FINISH: dict[str | None, FinishReason] = {"stop": "stop", "length": "length", "
 
 
 def token_confidences(logprobs: list[Mapping[int, Any]] | None, k: int) -> tuple[float, ...]:
-    """Per-token confidence: minus the mean of the top-k logprobs (DeepConf). Higher = more peaked.
+    """Per-token confidence (``core.stopping.token_confidence``) from vLLM's logprobs.
 
     vLLM returns, per token, the top-k candidates plus the sampled token when it is outside the top-k; only
     ranks 1..k enter the mean.
@@ -32,7 +33,7 @@ def token_confidences(logprobs: list[Mapping[int, Any]] | None, k: int) -> tuple
     out = []
     for position in logprobs:
         top = [lp.logprob for lp in position.values() if lp.rank is not None and lp.rank <= k]
-        out.append(-sum(top) / len(top) if top else 0.0)
+        out.append(token_confidence(top) if top else 0.0)
     return tuple(out)
 
 
@@ -58,6 +59,8 @@ class VllmEngine:
             seed=request.seed,
             max_tokens=request.max_tokens,
             stop=list(request.stop),
+            # The stop token stays in ``token_ids`` (a dialect parses it); it is cut from the text only.
+            stop_token_ids=list(request.stop_token_ids),
             logprobs=request.logprobs,
             # DELTA: each output carries only new tokens, so a long stream costs O(n), not O(n^2).
             output_kind=RequestOutputKind.DELTA,
@@ -76,13 +79,14 @@ class VllmEngine:
                 finish = _FINISH.get(completion.finish_reason) if out.finished else None
                 if out.finished and finish is None:
                     finish = "error"
-                stop_reason = completion.stop_reason if isinstance(completion.stop_reason, str) else None
+                reason = completion.stop_reason
                 yield Delta(
-                    text=completion.text,
+                    text=completion.text or "",  # None when the engine runs without a tokenizer
                     token_ids=tuple(completion.token_ids),
                     confidences=token_confidences(completion.logprobs, request.logprobs or 0),
                     finish_reason=finish,
-                    stop_reason=stop_reason,
+                    stop_reason=reason if isinstance(reason, str) else None,
+                    stop_token=reason if isinstance(reason, int) and out.finished else None,
                     prompt_tokens=len(out.prompt_token_ids or ()) if first else None,
                     cached_tokens=out.num_cached_tokens if first else None,
                 )
@@ -136,7 +140,11 @@ def check_sampling_extra(extra: Mapping[str, Any]) -> None:
         raise ConfigError(f"sampling.extra is not valid for vLLM: {str(exc).splitlines()[0]}") from exc
 
 
-def load_tokenizer(model: str) -> Tokenizer | None:
+def load_tokenizer(model: str, config: Config) -> Tokenizer | None:
+    """The model's tokenizer; None when the engine runs without one (``skip_tokenizer_init``: a dialect such as
+    harmony renders and parses token ids itself)."""
+    if config.engine.args.get("skip_tokenizer_init"):
+        return None
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(model)
@@ -165,6 +173,6 @@ async def open_vllm_engine(config: Config) -> VllmEngine:
 
     args = engine_args(config, model)
     check_sampling_extra(config.sampling.extra)
-    tokenizer = load_tokenizer(model)
+    tokenizer = load_tokenizer(model, config)
     llm = OnceAsyncLLM.from_engine_args(args)
     return VllmEngine(llm, tokenizer, by_priority=config.engine.args.get("scheduling_policy") == "priority")

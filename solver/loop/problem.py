@@ -16,7 +16,7 @@ from types import TracebackType
 from solver.core.answers import is_correct, prepare_expressions, voting_answers
 from solver.clock import SystemClock, remaining
 from solver.config import Config
-from solver.loop.prompts import PromptBuilder, Template
+from solver.dialects import make_dialect
 from solver.loop.repetition import Activity, run_repetition
 from solver.core.stopping import confidence_threshold, make_stopper, stop_reason
 from solver.types import Clock, Engine, Problem, ProblemResult, Repetition, Sandbox, VoteState
@@ -59,8 +59,7 @@ class ProblemSolver:
         self.sandbox = sandbox
         self.clock = clock or SystemClock()
         self.voter = make_voter(config.vote, config.answers)
-        self.prompt = PromptBuilder(Template.load(config.prompt.template), engine.tokenizer,
-                                    config.prompt.output_chars)
+        self.dialect = make_dialect(config, engine.tokenizer)
         if config.answers.integer:
             prepare_expressions()  # not on the event loop's first expression answer, mid-run
         self.on_repetition = on_repetition or (lambda rep: None)
@@ -140,7 +139,7 @@ class ProblemSolver:
                 while launched < target and may_launch(len(pending)):
                     index = next(free_indices)
                     task = asyncio.create_task(run_repetition(
-                        problem, index, engine=self.engine, sandbox=self.sandbox, prompt=self.prompt,
+                        problem, index, engine=self.engine, sandbox=self.sandbox, dialect=self.dialect,
                         config=cfg, confidence_floor=floor, activity=activity, priority=next(self._launch_order)),
                         name=f"{problem.id}-r{index}")
                     pending[task] = index

@@ -1,26 +1,18 @@
-"""Prompt templates (data files in ``prompts/``), chat rendering, code-block parsing and tool-output rendering.
+"""Prompt templates (data files in ``prompts/``) and what the model is shown for a code run.
 
-A repetition's prompt grows by appending: the first request is the chat-rendered problem; each later request is
-the previous prompt plus what the model generated plus the rendered tool output. Token ids grow the same way
-(generated ids are reused as returned, only the appended output is tokenised), so no turn re-tokenises the whole
-prompt and vLLM's prefix cache sees an exact prefix.
+How a conversation is rendered to tokens, and where code and answers are found in it, is a dialect's business
+(``solver/dialects``); the texts themselves are data here.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from solver.config import ConfigError
-from solver.types import Execution, Problem, Tokenizer
-
-CODE_STOP = "```\n"  # generation pauses when a fenced block closes; the loop decides whether it was python
-STOP_STRINGS: tuple[str, ...] = (CODE_STOP, "```output")  # a model may start writing the output itself
-
-_PYTHON_OPEN = re.compile(r"```(?:python|py)[ \t]*\n", re.IGNORECASE)
+from solver.types import Execution
 
 
 def prompt_dirs() -> list[Path]:
@@ -53,23 +45,6 @@ class Template:
         raise ConfigError(f"unknown prompt template {name!r} (choose from {', '.join(template_names())})")
 
 
-def open_python_block(text: str) -> str | None:
-    """The code of the last ```python block in ``text`` that has no closing fence yet, else None.
-
-    >>> open_python_block("Let me compute.\\n```python\\nprint(6*7)\\n")
-    'print(6*7)\\n'
-    >>> open_python_block("```python\\nx=1\\n```\\nDone.") is None
-    True
-    """
-    matches = list(_PYTHON_OPEN.finditer(text))
-    if not matches:
-        return None
-    body = text[matches[-1].end():]
-    if "```" in body:
-        return None
-    return body
-
-
 def truncate_middle(text: str, limit: int) -> str:
     """Keep the head and the tail of a long output: the head shows the shape, the tail the final values.
 
@@ -99,35 +74,11 @@ def describe_execution(execution: Execution, limit: int) -> str:
         body = "the code was not run"
     else:
         body = execution.stdout.rstrip("\n")
-    return truncate_middle(body, limit)
+    body = truncate_middle(body, limit)
+    if execution.state_lost:
+        body += "\n" + STATE_LOST
+    return body
 
 
-class PromptBuilder:
-    """Renders the first prompt of a problem and the tool-output text appended after each code block."""
-
-    def __init__(self, template: Template, tokenizer: Tokenizer | None, output_chars: int) -> None:
-        self.template = template
-        self.tokenizer = tokenizer
-        self.output_chars = output_chars
-
-    def messages(self, problem: Problem) -> list[dict[str, str]]:
-        user = self.template.user.replace("{problem}", problem.text.strip())
-        return [{"role": "system", "content": self.template.system}, {"role": "user", "content": user}]
-
-    def first(self, problem: Problem) -> tuple[str, list[int] | None]:
-        """The prompt text and, with a tokenizer, its token ids."""
-        messages = self.messages(problem)
-        if self.tokenizer is None:
-            # No tokenizer (replay, or a server known only by name): a plain rendering the engine sees as text.
-            text = "".join(f"<|{m['role']}|>\n{m['content']}\n" for m in messages) + "<|assistant|>\n"
-            return text, None
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        return text, self.encode(text)
-
-    def encode(self, text: str) -> list[int] | None:
-        if self.tokenizer is None:
-            return None
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
-
-    def tool_output(self, execution: Execution) -> str:
-        return self.template.output.replace("{output}", describe_execution(execution, self.output_chars))
+# Told after a call whose stateful session had to be killed and restarted empty.
+STATE_LOST = "(the Python session was restarted: names defined by earlier calls are gone)"

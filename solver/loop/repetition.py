@@ -1,4 +1,10 @@
-"""One tool-integrated repetition: generate until a python block closes, run it, append the output, continue.
+"""One tool-integrated repetition: generate until the model calls its python tool, run the code, give the result
+back, continue until it stops calling.
+
+What a turn means (a fence, a harmony message to ``python``, a ``<tool_call>``) is the dialect's business
+(``solver/dialects``); this loop only asks the dialogue for the next prompt, streams the request, and runs the
+code it is handed: in a fresh process per call, re-running earlier clean blocks (``accumulate``), or in one
+stateful session held for the repetition's life (``stateful``; closed when it ends or is cancelled).
 
 Limits: ``sampling.max_turns`` engine requests, ``sampling.max_total_tokens`` generated tokens over all turns,
 ``sampling.max_tokens`` per request, and the problem's deadline (the caller cancels the task when it passes).
@@ -10,26 +16,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import logging
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from solver.core.answers import code_answer, extract_answers, has_final_answer
 from solver.config import Config
-from solver.loop.prompts import CODE_STOP, STOP_STRINGS, PromptBuilder, open_python_block
+from solver.core.answers import code_answer, extract_answers
+from solver.core.stopping import ConfidenceWindow
+from solver.dialects.base import Dialect, Dialogue, TurnOutput
 from solver.sandbox.pool import compose_program
 from solver.types import (
     Answer,
     Engine,
+    Execution,
     FinishReason,
     GenerationRequest,
     Problem,
+    PythonSession,
     Repetition,
     RepetitionStatus,
     Sandbox,
     Turn,
 )
+
+log = logging.getLogger(__name__)
 
 
 def repetition_seed(base: int, problem_id: str, index: int) -> int:
@@ -56,6 +67,7 @@ class _Stream:
     cached_tokens: int | None = None
     error: str | None = None
     lowest_group: float | None = None
+    stop_token: int | None = None
     ended_by: str | None = None  # "first_answer" | "low_confidence" when the loop ended the request itself
     parts: list[str] = field(default_factory=list)  # text pieces as they stream
 
@@ -73,29 +85,9 @@ class Activity:
         self.changed.set()
 
 
-class ConfidenceWindow:
-    """Sliding mean of token confidences over ``size`` tokens; tracks the lowest full-window mean (DeepConf)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.window: deque[float] = deque()
-        self.total = 0.0
-        self.lowest: float | None = None
-
-    def add(self, values: tuple[float, ...]) -> float | None:
-        for v in values:
-            self.window.append(v)
-            self.total += v
-            if len(self.window) > self.size:
-                self.total -= self.window.popleft()
-            if len(self.window) == self.size:
-                mean = self.total / self.size
-                self.lowest = mean if self.lowest is None else min(self.lowest, mean)
-        return self.lowest
-
-
-async def _generate(engine: Engine, request: GenerationRequest, out: _Stream, *, first_answer: bool,
-                    window: ConfidenceWindow | None, floor: Callable[[], float | None]) -> _Stream:
+async def _generate(engine: Engine, request: GenerationRequest, out: _Stream, dialogue: Dialogue, *,
+                    first_answer: bool, window: ConfidenceWindow | None,
+                    floor: Callable[[], float | None]) -> _Stream:
     """Consume one request's stream into ``out`` (filled as it goes, so a cancelled turn keeps its part)."""
     text_parts = out.parts
     async with contextlib.aclosing(engine.stream(request)) as deltas:
@@ -110,9 +102,9 @@ async def _generate(engine: Engine, request: GenerationRequest, out: _Stream, *,
                 out.cached_tokens = delta.cached_tokens
             if delta.finish_reason is not None:
                 out.finish, out.stop_reason, out.error = delta.finish_reason, delta.stop_reason, delta.error
+                out.stop_token = delta.stop_token
                 break
-            # A closing brace is the only way a \boxed{} can complete: check the whole text only then.
-            if first_answer and "}" in delta.text and has_final_answer("".join(text_parts)):
+            if first_answer and dialogue.watch(delta.text, delta.token_ids):
                 out.finish, out.ended_by = "stop", "first_answer"
                 break  # leaving the stream aborts the request in the engine
             if window is not None and delta.confidences:
@@ -126,52 +118,81 @@ async def _generate(engine: Engine, request: GenerationRequest, out: _Stream, *,
     return out
 
 
-async def run_repetition(problem: Problem, index: int, *, engine: Engine, sandbox: Sandbox,
-                         prompt: PromptBuilder, config: Config,
-                         confidence_floor: Callable[[], float | None] = lambda: None,
+class _Python:
+    """Where a repetition's code runs: a fresh process per call, or (``stateful``) one session opened at the
+    first call and closed when the repetition ends. A sandbox without sessions runs every call fresh."""
+
+    def __init__(self, sandbox: Sandbox, mode: str) -> None:
+        self.sandbox = sandbox
+        self.mode = mode
+        self.accepted: list[str] = []  # blocks that ran cleanly, for the "accumulate" mode
+        self.session: PythonSession | None = None
+        self.stateful = mode == "stateful" and callable(getattr(sandbox, "session", None))
+
+    async def run(self, code: str) -> Execution:
+        if self.stateful:
+            if self.session is None:
+                self.session = await self.sandbox.session()
+            return await self.session.run(code)
+        mode = "accumulate" if self.mode == "accumulate" else "newest"
+        execution = await self.sandbox.run(compose_program(self.accepted, code, mode))
+        if execution.status == "ok":
+            self.accepted.append(code)
+        return execution
+
+    async def close(self) -> None:
+        session, self.session = self.session, None
+        if session is not None:
+            await session.close()
+
+
+async def run_repetition(problem: Problem, index: int, *, engine: Engine, sandbox: Sandbox, dialect: Dialect,
+                         config: Config, confidence_floor: Callable[[], float | None] = lambda: None,
                          activity: Activity | None = None, priority: int = 0) -> Repetition:
     """Run one repetition to its end (or until cancelled) and return its record; never raises for run faults."""
     sampling, rules = config.sampling, config.answers
     seed = repetition_seed(sampling.seed, problem.id, index)
     started_wall, started = time.time(), time.monotonic()
-    text, ids = prompt.first(problem)
     turns: list[Turn] = []
     answers: list[Answer] = []
-    accepted_code: list[str] = []  # blocks that ran cleanly, for the "accumulate" code mode
     generated = 0
     status: RepetitionStatus = "length"  # unless the model finishes within the turn limit
     error: str | None = None
     window = ConfidenceWindow(config.stop.confidence_window) if sampling.logprobs else None
     partial: _Stream | None = None  # the request in flight, kept for the record if the repetition is cancelled
+    python = _Python(sandbox, config.sandbox.code_mode)
     t0 = time.monotonic()
     try:
+        dialogue = dialect.start(problem)
         for turn_no in range(sampling.max_turns):
             left = sampling.max_total_tokens - generated
             if left <= 0:
                 status = "length"
                 break
+            prompt = dialogue.prompt()
             request = GenerationRequest(
-                request_id=f"{problem.id}-r{index}-t{turn_no}", prompt=text,
-                prompt_token_ids=tuple(ids) if ids is not None else None,
-                max_tokens=min(sampling.max_tokens, left), temperature=sampling.temperature,
-                top_p=sampling.top_p, seed=seed + turn_no, stop=STOP_STRINGS,
-                logprobs=sampling.logprobs, extra=sampling.extra, priority=priority, problem_id=problem.id,
-                repetition=index, turn=turn_no)
+                request_id=f"{problem.id}-r{index}-t{turn_no}", prompt=prompt.text,
+                prompt_token_ids=prompt.token_ids, max_tokens=min(sampling.max_tokens, left),
+                temperature=sampling.temperature, top_p=sampling.top_p, seed=seed + turn_no,
+                stop=dialect.stops.strings, stop_token_ids=dialect.stops.token_ids, logprobs=sampling.logprobs,
+                extra=sampling.extra, priority=priority, problem_id=problem.id, repetition=index, turn=turn_no)
             t0 = time.monotonic()
-            partial = _Stream(finish="abort", prompt_tokens=len(ids) if ids is not None else 0)
-            got = await _generate(engine, request, partial, first_answer=config.stop.first_answer,
+            partial = _Stream(finish="abort", prompt_tokens=len(prompt.token_ids or ()))
+            got = await _generate(engine, request, partial, dialogue, first_answer=config.stop.first_answer,
                                   window=window, floor=confidence_floor)
             partial = None
             elapsed = time.monotonic() - t0
             generated += got.token_count
-            if ids is not None and got.text and not got.token_ids:
-                got.token_ids = prompt.encode(got.text) or []  # a backend that streams text only
-            turn_answers = list(extract_answers(got.text, rules))
-            answers.extend(turn_answers)
+            out = TurnOutput(text=got.text, token_ids=tuple(got.token_ids), finish=got.finish,
+                             stop_reason=got.stop_reason, stop_token=got.stop_token,
+                             ended_by_loop=got.ended_by is not None)
+            reading = dialogue.read(out)
+            answers.extend(extract_answers(reading.answer_text, rules))
             confidence = sum(got.confidences) / len(got.confidences) if got.confidences else None
-            turn = Turn(text=got.text, prompt_tokens=got.prompt_tokens, generated_tokens=got.token_count,
+            turn = Turn(text=reading.text, prompt_tokens=got.prompt_tokens, generated_tokens=got.token_count,
                         finish_reason=got.finish, duration_s=elapsed, confidence=confidence,
-                        tail_confidence=got.lowest_group, cached_tokens=got.cached_tokens)
+                        tail_confidence=got.lowest_group, cached_tokens=got.cached_tokens,
+                        appended=reading.ending)
             if got.finish == "error":
                 turns.append(turn)
                 status, error = "error", got.error or "engine error"
@@ -180,45 +201,30 @@ async def run_repetition(problem: Problem, index: int, *, engine: Engine, sandbo
                 turns.append(turn)
                 status = "filtered"
                 break
-            if got.ended_by == "first_answer":
-                turns.append(turn)
-                status = "done"
-                break
-            code = open_python_block(got.text) if got.finish == "stop" and got.stop_reason is not None else None
-            if code is None:
-                if got.finish == "stop" and got.stop_reason is not None:
-                    # A non-python fence closed (or the model began an output block itself): keep going.
-                    appended = got.stop_reason if got.stop_reason == CODE_STOP else ""
-                    turns.append(replace(turn, appended=appended))
-                    text += got.text + appended
-                    ids = _extend(ids, got.token_ids, prompt.encode(appended) if appended else [])
-                    if got.stop_reason != CODE_STOP:
-                        status = "done"
-                        break
-                    continue
+            if not reading.goes_on:
                 turns.append(turn)
                 status = "length" if got.finish == "length" else "done"
                 break
-            program = compose_program(accepted_code, code, config.sandbox.code_mode)
+            if reading.call is None:
+                # The turn paused without a tool call (a fence that is not python closed): keep going.
+                turns.append(replace(turn, appended=reading.ending + dialogue.reply(out, reading, None)))
+                continue
             turns.append(turn)  # recorded before the run, so a cancel during execution keeps this turn
             if activity is not None:
                 activity.move(+1)
             try:
-                execution = await sandbox.run(program)
+                execution = await python.run(reading.call)
             finally:
                 if activity is not None:
                     activity.move(-1)
             turns.pop()
             if execution.status == "ok":
-                accepted_code.append(code)
                 found = code_answer(execution.stdout, rules)
                 if found is not None:
                     answers.append(found)
-            appended = CODE_STOP + prompt.tool_output(execution)
-            turns.append(replace(turn, execution=execution, appended=appended))
-            text += got.text + appended
-            ids = _extend(ids, got.token_ids, prompt.encode(appended))
-    except Exception as exc:  # a backend or sandbox fault ends this repetition only, as a value
+            appended = dialogue.reply(out, reading, execution)
+            turns.append(replace(turn, execution=execution, appended=reading.ending + appended))
+    except Exception as exc:  # a backend, dialect or sandbox fault ends this repetition only, as a value
         status, error = "error", f"{type(exc).__name__}: {exc}"
     except asyncio.CancelledError:
         # Early stop or deadline: the partial record is logged with a cancelled status; the engine request was
@@ -228,12 +234,12 @@ async def run_repetition(problem: Problem, index: int, *, engine: Engine, sandbo
             turns.append(Turn(text="".join(partial.parts), prompt_tokens=partial.prompt_tokens,
                               generated_tokens=partial.token_count, finish_reason="abort",
                               duration_s=time.monotonic() - t0))
+    finally:
+        # The session is this repetition's alone: released however it ends (a cancel included).
+        try:
+            await asyncio.shield(python.close())
+        except Exception as exc:  # the record stands; a session that fails to close is the sandbox's to reap
+            log.warning("closing the python session of %s-r%d failed: %r", problem.id, index, exc)
     return Repetition(problem_id=problem.id, index=index, seed=seed, status=status, turns=tuple(turns),
                       answers=tuple(answers), started_at=started_wall, duration_s=time.monotonic() - started,
                       error=error)
-
-
-def _extend(ids: list[int] | None, generated: list[int], appended: list[int] | None) -> list[int] | None:
-    if ids is None:
-        return None
-    return ids + generated + (appended or [])

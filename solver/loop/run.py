@@ -39,6 +39,10 @@ def check_runnable(config: Config) -> None:
     make_voter(config.vote, config.answers)
     make_stopper(config.stop, config.solve.reps)
     Template.load(config.prompt.template)
+    if config.prompt.dialect == "harmony":
+        from solver.dialects.vocabulary import check_vocabulary
+
+        check_vocabulary()
     factory_path(config.engine.name)
     if config.engine.name == "vllm":
         resolve_model(config.engine.model)  # a missing model path fails here

@@ -24,7 +24,7 @@ import pytest
 
 from solver.clock import FakeClock
 from solver.config import ConfigError, load_config
-from solver.engines.openai_server import (
+from solver.engines.openai import (
     EndpointError,
     OpenAIServerEngine,
     RetryPolicy,
@@ -499,3 +499,27 @@ def test_launcher_reports_a_server_that_dies_during_start_up(tmp_path: Path):
     message = str(caught.value)
     assert "exited with code" in message and "during start-up" in message and "\n" not in message
     assert time.monotonic() - t0 < 120
+
+
+@pytest.mark.engine
+def test_real_server_token_fidelity_over_many_seeds_multi_turn_with_code(server):
+    """The server returns the tokens that completed a stop string in its token ids too: over twelve seeds and
+    up to three turns each, every prompt's ids decode to exactly the logged prompt text, the fence once (issue
+    14 §1). Code runs in a scripted sandbox double: the engine, not the sandbox, is under test here."""
+    from doubles import ScriptedSandbox, printed
+    from fidelity import check_fidelity, record_repetitions
+
+    config = openai_config(server, **{"sampling.max_tokens": 48, "sampling.max_total_tokens": 144,
+                                      "sampling.max_turns": 3, "sampling.temperature": 1.0})
+
+    async def scenario():
+        engine = await open_openai_engine(config)
+        try:
+            return await record_repetitions(engine, config, ScriptedSandbox(printed("83810205")), range(12))
+        finally:
+            await engine.close()
+
+    reps, recording = asyncio.run(scenario())
+    report = check_fidelity(reps, recording)
+    assert report.fence_continuations >= 3, report
+    assert report.engine_kept_stop_tokens == report.stop_continuations

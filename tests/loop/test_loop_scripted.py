@@ -9,7 +9,7 @@ import pytest
 from doubles import ScriptedEngine, ScriptedSandbox, printed
 
 from solver.config import load_config
-from solver.loop.prompts import PromptBuilder, Template
+from solver.dialects import make_dialect
 from solver.loop.repetition import run_repetition
 from solver.loop.problem import ProblemSolver
 from solver.types import Execution, GenerationRequest, Problem
@@ -23,7 +23,7 @@ def config(**overrides):
 
 
 def builder(cfg):
-    return PromptBuilder(Template.load(cfg.prompt.template), None, cfg.prompt.output_chars)
+    return make_dialect(cfg, None)
 
 
 def run(coro):
@@ -39,7 +39,7 @@ def test_scripted_engine_code_turn_then_boxed_answer():
 
     engine, sandbox = ScriptedEngine(script), ScriptedSandbox(printed("42"))
     cfg = config()
-    rep = run(run_repetition(PROBLEM, 0, engine=engine, sandbox=sandbox, prompt=builder(cfg), config=cfg))
+    rep = run(run_repetition(PROBLEM, 0, engine=engine, sandbox=sandbox, dialect=builder(cfg), config=cfg))
     assert rep.status == "done"
     assert [t.finish_reason for t in rep.turns] == ["stop", "stop"]
     assert sandbox.ran == ["print(6*7)\n"]
@@ -53,7 +53,7 @@ def test_scripted_engine_turn_limit_gives_length_status():
     engine = ScriptedEngine(lambda req: "again\n```python\nprint(1)\n```\n")
     cfg = config(**{"sampling.max_turns": 3})
     rep = run(run_repetition(PROBLEM, 0, engine=engine, sandbox=ScriptedSandbox(printed("1")),
-                             prompt=builder(cfg), config=cfg))
+                             dialect=builder(cfg), config=cfg))
     assert rep.status == "length" and len(rep.turns) == 3 and len(engine.requests) == 3
 
 
@@ -61,7 +61,7 @@ def test_scripted_engine_total_token_budget_shrinks_requests():
     engine = ScriptedEngine(lambda req: " ".join(["w"] * 500))
     cfg = config(**{"sampling.max_tokens": 30, "sampling.max_total_tokens": 50})
     rep = run(run_repetition(PROBLEM, 0, engine=engine, sandbox=ScriptedSandbox(printed("")),
-                             prompt=builder(cfg), config=cfg))
+                             dialect=builder(cfg), config=cfg))
     assert rep.status == "length"
     assert [r.max_tokens for r in engine.requests] == [30]
     assert rep.generated_tokens == 30
@@ -71,7 +71,7 @@ def test_scripted_engine_first_answer_stops_the_request():
     engine = ScriptedEngine(lambda req: "So \\boxed{42} and then a lot more words " + "x " * 100)
     cfg = config(**{"stop.first_answer": True})
     rep = run(run_repetition(PROBLEM, 0, engine=engine, sandbox=ScriptedSandbox(printed("")),
-                             prompt=builder(cfg), config=cfg))
+                             dialect=builder(cfg), config=cfg))
     assert rep.status == "done" and rep.answer_from("boxed").value == "42"
     assert rep.generated_tokens < 10 and engine.aborted  # the stream was left early
 
@@ -84,7 +84,7 @@ def test_scripted_engine_error_is_a_value():
 
     cfg = config()
     rep = run(run_repetition(PROBLEM, 0, engine=Broken(lambda r: ""), sandbox=ScriptedSandbox(printed("")),
-                             prompt=builder(cfg), config=cfg))
+                             dialect=builder(cfg), config=cfg))
     assert rep.status == "error" and rep.error == "engine died" and not rep.votes
 
 
@@ -158,7 +158,7 @@ def test_scripted_sandbox_error_output_is_shown_to_the_model():
 
     cfg = config()
     rep = run(run_repetition(PROBLEM, 0, engine=ScriptedEngine(script), sandbox=ScriptedSandbox(failing),
-                             prompt=builder(cfg), config=cfg))
+                             dialect=builder(cfg), config=cfg))
     assert rep.status == "done" and rep.executions[0].status == "error"
     assert rep.answer_from("code") is None
 

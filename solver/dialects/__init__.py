@@ -1,0 +1,35 @@
+"""Conversation formats, chosen by name (``prompt.dialect``): ``fences``, ``harmony``, ``hermes``.
+
+Each is imported only when chosen, so a fences run never imports openai_harmony."""
+
+from __future__ import annotations
+
+import importlib
+
+from solver.config import Config, ConfigError
+from solver.dialects.base import Dialect, Dialogue, Prompt, Reading, Stops, TurnOutput
+from solver.types import Tokenizer
+
+__all__ = ["Dialect", "Dialogue", "Prompt", "Reading", "Stops", "TurnOutput", "make_dialect", "DIALECTS"]
+
+# name -> "module:factory(config, tokenizer) -> Dialect"
+DIALECTS: dict[str, str] = {
+    "fences": "solver.dialects.fences:from_config",
+    "harmony": "solver.dialects.harmony:from_config",
+    "hermes": "solver.dialects.hermes:from_config",
+}
+
+
+def make_dialect(config: Config, tokenizer: Tokenizer | None) -> Dialect:
+    """The dialect the config names, with its prompt template loaded; ConfigError (one line) when it cannot be
+    built (an unknown name, a template missing, harmony's vocabulary not available offline).
+
+    >>> from solver.config import Config
+    >>> make_dialect(Config(), None).name
+    'fences'
+    """
+    target = DIALECTS.get(config.prompt.dialect)
+    if target is None:
+        raise ConfigError(f"unknown dialect {config.prompt.dialect!r} (choose from {', '.join(sorted(DIALECTS))})")
+    module_name, function = target.split(":")
+    return getattr(importlib.import_module(module_name), function)(config, tokenizer)

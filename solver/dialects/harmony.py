@@ -1,0 +1,162 @@
+"""The ``harmony`` dialect: gpt-oss's message format, through the ``openai_harmony`` library.
+
+The system message sets the reasoning effort and declares the python tool; the template's ``system`` text goes
+in as developer instructions and its ``user`` text (with the problem) as the user message; the library renders
+them to token ids (``render_conversation_for_completion``). A turn ends on a stop token, ``<|call|>`` (200012) or
+``<|return|>`` (200002); its tokens are parsed with ``parse_messages_from_completion_tokens``. A message whose
+recipient is ``python`` is a tool call (its text is the code); the ``final`` channel holds the answer. The tool's
+output goes back as a message from the ``python`` tool to the assistant on the call's channel, rendered by the
+library, followed by the next assistant header; the reasoning stays in the conversation.
+
+Earlier turns stay in the prompt as the tokens the model generated: parsing and re-rendering a message
+normalises its header (the model's ``analysis code`` comes back as ``analysis <|constrain|>code``), which would
+break the prefix cache and the rule that the prompt ids are what the log shows. Where the model wrote canonical
+messages, the prompt equals a full re-render of the conversation (tested).
+
+Offline, the library needs its vocabulary file in ``TIKTOKEN_ENCODINGS_BASE``: ``scripts/setup.sh`` unpacks it
+(``solver.dialects.vocabulary``) and this module points the library there.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from solver.config import Config, ConfigError
+from solver.core.answers import has_final_answer
+from solver.dialects.base import Prompt, Reading, Stops, TurnOutput
+from solver.dialects.vocabulary import use_vocabulary
+from solver.loop.prompts import Template, describe_execution
+from solver.types import Execution, Problem, Tokenizer
+
+FINAL_MARKER = "<|channel|>final<|message|>"
+
+
+@functools.cache
+def load_encoding() -> Any:
+    """The gpt-oss harmony encoding; ConfigError (one line) when its vocabulary cannot be had."""
+    use_vocabulary()
+    from openai_harmony import HarmonyEncodingName, HarmonyError, load_harmony_encoding
+
+    try:
+        return load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
+    except HarmonyError as exc:
+        raise ConfigError("the harmony vocabulary is not available (run scripts/setup.sh, or set "
+                          f"TIKTOKEN_ENCODINGS_BASE to a folder holding o200k_base.tiktoken): {exc}") from exc
+
+
+def message_text(message: Any) -> str:
+    return "".join(getattr(part, "text", "") for part in message.content)
+
+
+class HarmonyDialogue:
+    def __init__(self, dialect: HarmonyDialect, problem: Problem) -> None:
+        from openai_harmony import Conversation, DeveloperContent, Message, Role
+
+        self.dialect = dialect
+        enc = dialect.encoding
+        user = dialect.template.user.replace("{problem}", problem.text.strip())
+        self.messages: list[Any] = [
+            Message.from_role_and_content(Role.SYSTEM, dialect.system_content()),
+            Message.from_role_and_content(Role.DEVELOPER,
+                                          DeveloperContent.new().with_instructions(dialect.template.system)),
+            Message.from_role_and_content(Role.USER, user),
+        ]
+        self.ids: list[int] = list(enc.render_conversation_for_completion(
+            Conversation.from_messages(self.messages), Role.ASSISTANT))
+        self.text = enc.decode(self.ids)
+        self._watched = ""
+        self._turn_ids: list[int] = []
+        self._call: Any = None
+
+    def prompt(self) -> Prompt:
+        return Prompt(self.text, tuple(self.ids))
+
+    def watch(self, text: str, token_ids: tuple[int, ...]) -> bool:
+        piece = self.dialect.encoding.decode(list(token_ids)) if token_ids else text
+        self._watched += piece
+        if "}" not in piece:
+            return False
+        at = self._watched.rfind(FINAL_MARKER)
+        return at >= 0 and has_final_answer(self._watched[at + len(FINAL_MARKER):])
+
+    def parse(self, ids: list[int]) -> list[Any]:
+        """The messages of one turn; garbage (a random model, a cut turn) gives what could be read, or none."""
+        from openai_harmony import HarmonyError, Role
+
+        try:
+            return list(self.dialect.encoding.parse_messages_from_completion_tokens(ids, Role.ASSISTANT,
+                                                                                    strict=False))
+        except HarmonyError:
+            return []
+
+    def read(self, out: TurnOutput) -> Reading:
+        self._watched, self._call = "", None
+        enc, stops = self.dialect.encoding, self.dialect.stops.token_ids
+        ids = list(out.token_ids)
+        if out.stop_token is not None and (not ids or ids[-1] != out.stop_token):
+            ids.append(out.stop_token)  # a backend that reports the stop token without returning it
+        self._turn_ids = ids
+        ended = bool(ids) and ids[-1] in stops and out.finish == "stop"
+        text = enc.decode(ids[:-1] if ended else ids)
+        ending = enc.decode(ids[-1:]) if ended else ""
+        messages = self.parse(ids)
+        final = [message_text(m) for m in messages if m.channel == "final"]
+        if not final and FINAL_MARKER in text:  # a final message cut short (length, first answer)
+            final = [text[text.rfind(FINAL_MARKER) + len(FINAL_MARKER):]]
+        call = messages[-1] if messages and ended and ids[-1] == self.dialect.call_token else None
+        if call is not None and call.recipient != "python":
+            call = None  # a call to a tool this solver does not have: the turn ends the repetition
+        self._call = call
+        code = message_text(call) if call is not None else None
+        self.messages.extend(messages)
+        return Reading(text, ending, code, code is not None, "\n".join(final))
+
+    def reply(self, out: TurnOutput, reading: Reading, execution: Execution | None) -> str:
+        from openai_harmony import Author, Message, Role
+
+        enc = self.dialect.encoding
+        appended_ids: list[int] = []
+        if execution is not None:
+            output = describe_execution(execution, self.dialect.output_chars)
+            message = Message.from_author_and_content(Author.new(Role.TOOL, "python"), output) \
+                .with_recipient("assistant")
+            if self._call is not None and self._call.channel:
+                message = message.with_channel(self._call.channel)
+            self.messages.append(message)
+            appended_ids = list(enc.render(message))
+        appended_ids += self.dialect.assistant_header
+        appended = enc.decode(appended_ids)
+        self.ids = self.ids + self._turn_ids + appended_ids
+        self.text += reading.text + reading.ending + appended
+        return appended
+
+
+class HarmonyDialect:
+    name = "harmony"
+
+    def __init__(self, template: Template, reasoning_effort: str, output_chars: int) -> None:
+        self.encoding = load_encoding()
+        self.template = template
+        self.reasoning_effort = reasoning_effort
+        self.output_chars = output_chars
+        # <|return|> 200002 and <|call|> 200012; the library gives them unordered
+        self.stops = Stops(token_ids=tuple(sorted(self.encoding.stop_tokens_for_assistant_actions())))
+        self.call_token = self.encoding.encode("<|call|>", allowed_special="all")[0]
+        self.assistant_header = list(self.encoding.encode("<|start|>assistant", allowed_special="all"))
+
+    def system_content(self) -> Any:
+        from openai_harmony import ReasoningEffort, SystemContent, ToolNamespaceConfig
+
+        effort = {"low": ReasoningEffort.LOW, "medium": ReasoningEffort.MEDIUM,
+                  "high": ReasoningEffort.HIGH}[self.reasoning_effort]
+        return SystemContent.new().with_reasoning_effort(effort).with_tools(ToolNamespaceConfig.python())
+
+    def start(self, problem: Problem) -> HarmonyDialogue:
+        return HarmonyDialogue(self, problem)
+
+
+def from_config(config: Config, tokenizer: Tokenizer | None) -> HarmonyDialect:
+    # The model's own tokenizer is not needed: the library renders and parses token ids itself.
+    return HarmonyDialect(Template.load(config.prompt.template), config.prompt.reasoning_effort,
+                          config.prompt.output_chars)

@@ -1,0 +1,26 @@
+"""A tokenizer whose chat template renders tools, available offline: the embedded tiny model's tokenizer (its
+vocabulary has ChatML's <|im_start|> / <|im_end|>) with Qwen3's chat template as vLLM ships it in its wheel
+(``vllm/transformers_utils/chat_templates/template_minicpmv45.jinja``: MiniCPM-V 4.5 is built on Qwen3 and uses
+Qwen3's template, tools and <tool_call> included)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+
+def qwen3_template() -> str:
+    spec = importlib.util.find_spec("vllm")
+    assert spec is not None and spec.submodule_search_locations
+    path = Path(list(spec.submodule_search_locations)[0]) / "transformers_utils/chat_templates/template_minicpmv45.jinja"
+    return path.read_text()
+
+
+def hermes_tokenizer():  # type: ignore[no-untyped-def]
+    from transformers import AutoTokenizer
+
+    from solver.tiny_model import ensure_tiny_model
+
+    tokenizer = AutoTokenizer.from_pretrained(str(ensure_tiny_model()))
+    tokenizer.chat_template = qwen3_template()
+    return tokenizer
