@@ -174,7 +174,7 @@ class Cluster:
         """Solve every problem not yet decided in RUN_DIR (created, or resumed), writing the log, answers.csv
         and report.md as a single-machine run does, plus cluster.jsonl."""
         from solver.loop.run import answers_csv, write_atomic
-        from solver.offline.report import load_summary, render_report
+        from solver.report import load_summary, render_report
 
         on_event = on_event or (lambda event: None)
         run_log = RunLog.resume(run_dir)[0] if resume else RunLog.create(run_dir, config)

@@ -21,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run(args: argparse.Namespace) -> int:
     from solver.config import ConfigError
-    from solver.offline.report import write_report
+    from solver.report import write_report
     from solver.runlog import LogError
 
     try:

@@ -17,7 +17,7 @@ import re
 from solver.core.answers import has_final_answer
 from solver.config import Config
 from solver.dialects.base import Prompt, Reading, Stops, TurnOutput
-from solver.loop.prompts import Template, describe_execution
+from solver.dialects.prompts import Template, describe_execution
 from solver.types import Execution, Problem, Tokenizer
 
 CODE_STOP = "```\n"  # generation pauses when a fenced block closes; the loop decides whether it was python

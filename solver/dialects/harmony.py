@@ -26,7 +26,7 @@ from solver.config import Config, ConfigError
 from solver.core.answers import has_final_answer
 from solver.dialects.base import Prompt, Reading, Stops, TurnOutput
 from solver.dialects.vocabulary import use_vocabulary
-from solver.loop.prompts import Template, describe_execution
+from solver.dialects.prompts import Template, describe_execution
 from solver.types import Execution, Problem, Tokenizer
 
 FINAL_MARKER = "<|channel|>final<|message|>"

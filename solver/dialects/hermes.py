@@ -18,7 +18,7 @@ from solver.config import Config, ConfigError
 from solver.core.answers import has_final_answer
 from solver.dialects.base import Prompt, Reading, Stops, TurnOutput
 from solver.dialects.fences import split_at_stop
-from solver.loop.prompts import Template, describe_execution
+from solver.dialects.prompts import Template, describe_execution
 from solver.types import Execution, Problem, Tokenizer
 
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"

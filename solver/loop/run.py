@@ -19,7 +19,7 @@ from pathlib import Path
 from solver.core.budget import BudgetManager
 from solver.clock import SystemClock
 from solver.config import Config, ConfigError
-from solver.offline.report import load_summary, render_report
+from solver.report import load_summary, render_report
 from solver.runlog import RunLog
 from solver.loop.problem import ProblemSolver, Session, SolveEvent
 from solver.types import Clock, Engine, Problem, ProblemResult, Sandbox
@@ -32,7 +32,7 @@ def check_runnable(config: Config) -> None:
     """
     from solver.dialects import check_dialect
     from solver.engines import factory_path
-    from solver.loop.prompts import Template
+    from solver.dialects.prompts import Template
     from solver.core.stopping import make_stopper
     from solver.tiny_model import resolve_model
     from solver.core.voting import make_voter
@@ -78,7 +78,7 @@ def answers_csv(results: Sequence[ProblemResult]) -> str:
 
 def summary_markdown(problems: Sequence[Problem], results: Sequence[ProblemResult]) -> str:
     """A short per-problem table and the accuracy when reference answers are known."""
-    from solver.offline.report import markdown_table
+    from solver.report import markdown_table
 
     by_id = {p.id: p for p in problems}
     rows = []

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from solver.offline.report import markdown_table
+from solver.report import markdown_table
 from solver.offline.sweep_spec import NO_STOPPER, SweepError, SweepSpec, spec_to_dict
 
 if TYPE_CHECKING:  # pandas and matplotlib are imported inside the functions that need them (slow imports)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from solver.offline.frontier import AXIS_LABELS, Axis, cost, frontier
 from solver.offline.html_report import Image, Page, Preformatted, Section, Table, render
-from solver.offline.report import markdown_table
+from solver.report import markdown_table
 from solver.offline.simulate_output import calibration_lines, summary_rows
 from solver.offline.summary import Summary
 from solver.offline.tune import TuneReport, config_text, stoppers_label, write_config
