@@ -241,6 +241,9 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 def _coerce(value: Any, hint: Any, where: str) -> Any:
     origin = typing.get_origin(hint)
+    nullable = origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
+    if value is None and not nullable and hint is not Any:
+        raise ConfigError(f"{where or 'config'} cannot be null (only keys documented as 'or null' can)")
     if dataclasses.is_dataclass(hint):
         return _build(hint, value, where)
     if origin in (typing.Union, types.UnionType):
@@ -309,7 +312,18 @@ def load_preset(name: str) -> dict[str, Any]:
 
 def load_config(preset: str = "tiny", config_file: str | Path | None = None,
                 overrides: dict[str, Any] | None = None) -> Config:
-    """Preset, then a user YAML file, then dotted overrides (CLI flags), validated as one config."""
+    """Preset, then a user YAML file, then dotted overrides (CLI flags), validated as one config.
+
+    An override of None (``--set KEY=null``) clears a nullable key and is an error for any other key; callers
+    leave out what the user did not set rather than passing None for it.
+
+    >>> load_config("h100", overrides={"budget.total_s": None}).budget.total_s is None
+    True
+    >>> load_config(overrides={"solve.reps": None})
+    Traceback (most recent call last):
+    ...
+    solver.config.ConfigError: solve.reps cannot be null (only keys documented as 'or null' can)
+    """
     data = _merge(Config().to_dict(), load_preset(preset))
     data["preset"] = preset
     if config_file is not None:
@@ -319,7 +333,7 @@ def load_config(preset: str = "tiny", config_file: str | Path | None = None,
         except (OSError, yaml.YAMLError) as exc:
             raise ConfigError(f"cannot read config {path}: {exc}".splitlines()[0]) from exc
         data = _merge(data, user)
-    data = _merge(data, _undot({k: v for k, v in (overrides or {}).items() if v is not None}))
+    data = _merge(data, _undot(dict(overrides or {})))
     return from_dict(data)
 
 
