@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -90,7 +91,9 @@ class PromptConfig:
 @dataclass(frozen=True)
 class SandboxConfig:
     name: str = "pool"  # registry name
-    workers: int = 0  # concurrent snippets; 0 = usable cores minus one, at least 1
+    # concurrent snippets; 0 = usable cores minus one, at most the repetitions the engine keeps generating
+    # (repetitions_busy), at least 1
+    workers: int = 0
     timeout_s: float = 5.0  # wall time per snippet
     memory_mb: int = 2048  # address-space cap per snippet
     output_bytes: int = 16384  # captured stdout/stderr per snippet; the rest is discarded while it streams
@@ -198,6 +201,56 @@ class Config:
     def replace(self, overrides: dict[str, Any]) -> Config:
         """A new config with dotted-key overrides applied, e.g. {"solve.reps": 4}."""
         return from_dict(_merge(self.to_dict(), _undot(overrides)))
+
+
+# vLLM's own default for ``max_num_seqs`` differs by version and device; 64 is the CPU build's and the smallest,
+# so a count derived from it never overfills a batch.
+DEFAULT_MAX_NUM_SEQS = 64
+
+
+def gpus_per_engine(engine_args: Mapping[str, Any]) -> int:
+    """GPUs one engine (or one ``solver serve`` server) spans: tensor x pipeline x data parallel sizes, from
+    vLLM's own arguments as passed through ``engine.args``.
+
+    >>> gpus_per_engine({}), gpus_per_engine({"tensor_parallel_size": 4}), gpus_per_engine({"data_parallel_size": 2})
+    (1, 4, 2)
+    >>> gpus_per_engine({"tensor_parallel_size": 2, "pipeline_parallel_size": 2, "data_parallel_size": 2})
+    8
+    """
+    size = 1
+    for key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+        size *= max(1, int(engine_args.get(key) or 1))
+    return size
+
+
+def engine_batch(engine_args: Mapping[str, Any], default_seqs: int = DEFAULT_MAX_NUM_SEQS) -> int:
+    """Sequences one engine batches at once: ``max_num_seqs`` per data-parallel rank (each rank schedules its own
+    batch; tensor and pipeline parallel ranks share one), times ``data_parallel_size``.
+
+    >>> engine_batch({"max_num_seqs": 128, "data_parallel_size": 2}), engine_batch({"tensor_parallel_size": 4})
+    (256, 64)
+    """
+    seqs = int(engine_args.get("max_num_seqs") or default_seqs)
+    return seqs * max(1, int(engine_args.get("data_parallel_size") or 1))
+
+
+def repetitions_busy(config: Config) -> int:
+    """Repetitions the engine can keep generating at once: its batch (``engine_batch``) with auto workers
+    (``solve.workers: 0``), else ``solve.workers x solve.parallel_problems`` but no more than the batch.
+
+    A repetition runs at most one snippet at a time, and one the engine cannot be generating for only waits in its
+    queue, so this also bounds the sandbox snippets worth running side by side (``sandbox.workers: 0``).
+
+    >>> repetitions_busy(Config()), repetitions_busy(Config().replace({"solve.workers": 0}))
+    (8, 64)
+    >>> repetitions_busy(Config().replace({"solve.workers": 16, "solve.parallel_problems": 4,
+    ...                                    "engine.args": {"max_num_seqs": 8, "data_parallel_size": 2}}))
+    16
+    """
+    batch = engine_batch(config.engine.args)
+    if config.solve.workers == 0:
+        return batch
+    return min(batch, config.solve.workers * config.solve.parallel_problems)
 
 
 def _check(ok: bool, message: str) -> None:
