@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import csv
 import json
 import signal
@@ -519,6 +520,56 @@ def test_real_server_dead_endpoint_is_skipped_while_the_live_one_serves(server):
             await engine.close()
 
     asyncio.run(scenario())
+
+
+@contextlib.contextmanager
+def relay_to(url: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """A real TCP relay process in front of ``url`` (tests/tcp_relay.py): an endpoint that can be killed."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    relay = subprocess.Popen([sys.executable, str(Path(__file__).parents[1] / "tcp_relay.py"), host, port],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert relay.stdout is not None
+        yield f"http://127.0.0.1:{relay.stdout.readline().strip()}", relay
+    finally:
+        relay.kill()
+        relay.wait(timeout=10)
+
+
+@pytest.mark.engine
+def test_real_server_endpoint_killed_midstream_resumes_on_the_live_one_with_the_same_greedy_tokens(server):
+    """Two endpoints: a relay process in front of the real server, then the server itself. The relay is killed
+    (SIGKILL) after a few streamed tokens; the request resumes on the server from those tokens, and at
+    temperature 0 the whole output is token for token what an uninterrupted request gives."""
+    async def scenario(relay_url: str, relay: subprocess.Popen[str]) -> None:
+        direct = await open_openai_engine(openai_config(server))
+        try:
+            request = dataclasses.replace(chat_request(direct, 120, 5), temperature=0.0)
+            whole = await collect(direct.stream(request))
+        finally:
+            await direct.close()
+        engine = await open_openai_engine(openai_config(relay_url, server))
+        try:
+            # the first request goes to the first endpoint, the relay (both idle)
+            assert [e.url for e in engine.endpoints] == [relay_url, server]
+            deltas: list[Delta] = []
+            async with contextlib.aclosing(engine.stream(request)) as stream:
+                async for delta in stream:
+                    deltas.append(delta)
+                    if len(deltas) == 5:
+                        relay.kill()  # the endpoint dies mid-stream
+            assert relay.wait(timeout=10) != 0
+            assert sum(len(d.token_ids) for d in whole) > 10  # long enough that the kill came mid-stream
+            assert [t for d in deltas for t in d.token_ids] == [t for d in whole for t in d.token_ids]
+            assert "".join(d.text for d in deltas) == "".join(d.text for d in whole)
+            assert deltas[-1].finish_reason == whole[-1].finish_reason and deltas[-1].error is None
+            assert deltas[-1].prompt_tokens == whole[-1].prompt_tokens == len(request.prompt_token_ids or ())
+            assert not engine.endpoints[0].healthy  # the dead relay rests
+        finally:
+            await engine.close()
+
+    with relay_to(server) as (relay_url, relay):
+        asyncio.run(scenario(relay_url, relay))
 
 
 @pytest.mark.engine
