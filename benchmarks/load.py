@@ -89,8 +89,8 @@ class EndpointStats:
         return sum(s.tokens for s in self.samples)
 
     def tokens_per_s(self) -> float:
-        """Tokens generated (finished, failed and cut requests alike) over the span from the endpoint's first
-        request sent to its last one ending."""
+        """Tokens generated (finished, failed and cut requests alike) over the span from the first request sent
+        to the last one ending (for the "all" row: over every endpoint's requests)."""
         if not self.samples:
             return 0.0
         span = max(s.end_s for s in self.samples) - min(s.start_s for s in self.samples)
@@ -192,10 +192,10 @@ def report(stats: Sequence[EndpointStats], wall_s: float, requests: int, max_tok
     head = (f"{'endpoint':<26} {'done':>5} {'failed':>6} {'cut':>4} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} "
             f"{'ttft p50':>9} {'tokens':>7} {'tok/s':>7}")
     lines = [f"requests: {requests} x {max_tokens} tokens, {concurrency} in flight per endpoint; "
-             f"wall {wall_s:.1f} s", head]
+             f"wall {wall_s:.1f} s (engines opened and tokenizer loaded included)", head]
     everything = EndpointStats("all", [s for e in stats for s in e.samples])
     for row in [*stats, everything]:
-        tps = row.tokens_per_s() if row is not everything else (row.tokens() / wall_s if wall_s else 0.0)
+        tps = row.tokens_per_s()
         lines.append(f"{row.url:<26} {row.count('done'):>5} {row.count('failed'):>6} {row.count('cut'):>4} "
                      f"{row.latency_ms(50):>8.0f} {row.latency_ms(95):>8.0f} {row.latency_ms(99):>8.0f} "
                      f"{row.first_token_ms():>9.0f} {row.tokens():>7} {tps:>7.1f}")
