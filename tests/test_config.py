@@ -46,3 +46,14 @@ def test_unset_flags_still_set_nothing():
 def test_null_inside_a_passthrough_map_is_kept_for_the_engine():
     config = load_config("tiny", overrides={"engine.args.quantization": None})
     assert config.engine.args["quantization"] is None
+
+
+def test_cli_null_for_a_non_nullable_key_exits_2_with_one_line_and_no_run_dir(tmp_path):
+    import subprocess
+    import sys
+
+    run = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "solver", "solve", "demo", "--set", "solve.reps=null",
+                           "--out", str(run)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and not run.exists()
+    assert done.stderr.strip() == "solver: error: solve.reps cannot be null (only keys documented as 'or null' can)"
