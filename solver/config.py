@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -90,7 +91,9 @@ class PromptConfig:
 @dataclass(frozen=True)
 class SandboxConfig:
     name: str = "pool"  # registry name
-    workers: int = 0  # concurrent snippets; 0 = usable cores minus one, at least 1
+    # concurrent snippets; 0 = usable cores minus one, at most the repetitions the engine keeps generating
+    # (repetitions_busy), at least 1
+    workers: int = 0
     timeout_s: float = 5.0  # wall time per snippet
     memory_mb: int = 2048  # address-space cap per snippet
     output_bytes: int = 16384  # captured stdout/stderr per snippet; the rest is discarded while it streams
@@ -200,6 +203,56 @@ class Config:
         return from_dict(_merge(self.to_dict(), _undot(overrides)))
 
 
+# vLLM's own default for ``max_num_seqs`` differs by version and device; 64 is the CPU build's and the smallest,
+# so a count derived from it never overfills a batch.
+DEFAULT_MAX_NUM_SEQS = 64
+
+
+def gpus_per_engine(engine_args: Mapping[str, Any]) -> int:
+    """GPUs one engine (or one ``solver serve`` server) spans: tensor x pipeline x data parallel sizes, from
+    vLLM's own arguments as passed through ``engine.args``.
+
+    >>> gpus_per_engine({}), gpus_per_engine({"tensor_parallel_size": 4}), gpus_per_engine({"data_parallel_size": 2})
+    (1, 4, 2)
+    >>> gpus_per_engine({"tensor_parallel_size": 2, "pipeline_parallel_size": 2, "data_parallel_size": 2})
+    8
+    """
+    size = 1
+    for key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+        size *= max(1, int(engine_args.get(key) or 1))
+    return size
+
+
+def engine_batch(engine_args: Mapping[str, Any], default_seqs: int = DEFAULT_MAX_NUM_SEQS) -> int:
+    """Sequences one engine batches at once: ``max_num_seqs`` per data-parallel rank (each rank schedules its own
+    batch; tensor and pipeline parallel ranks share one), times ``data_parallel_size``.
+
+    >>> engine_batch({"max_num_seqs": 128, "data_parallel_size": 2}), engine_batch({"tensor_parallel_size": 4})
+    (256, 64)
+    """
+    seqs = int(engine_args.get("max_num_seqs") or default_seqs)
+    return seqs * max(1, int(engine_args.get("data_parallel_size") or 1))
+
+
+def repetitions_busy(config: Config) -> int:
+    """Repetitions the engine can keep generating at once: its batch (``engine_batch``) with auto workers
+    (``solve.workers: 0``), else ``solve.workers x solve.parallel_problems`` but no more than the batch.
+
+    A repetition runs at most one snippet at a time, and one the engine cannot be generating for only waits in its
+    queue, so this also bounds the sandbox snippets worth running side by side (``sandbox.workers: 0``).
+
+    >>> repetitions_busy(Config()), repetitions_busy(Config().replace({"solve.workers": 0}))
+    (8, 64)
+    >>> repetitions_busy(Config().replace({"solve.workers": 16, "solve.parallel_problems": 4,
+    ...                                    "engine.args": {"max_num_seqs": 8, "data_parallel_size": 2}}))
+    16
+    """
+    batch = engine_batch(config.engine.args)
+    if config.solve.workers == 0:
+        return batch
+    return min(batch, config.solve.workers * config.solve.parallel_problems)
+
+
 def _check(ok: bool, message: str) -> None:
     if not ok:
         raise ConfigError(message)
@@ -241,6 +294,9 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 def _coerce(value: Any, hint: Any, where: str) -> Any:
     origin = typing.get_origin(hint)
+    nullable = origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
+    if value is None and not nullable and hint is not Any:
+        raise ConfigError(f"{where or 'config'} cannot be null (only keys documented as 'or null' can)")
     if dataclasses.is_dataclass(hint):
         return _build(hint, value, where)
     if origin in (typing.Union, types.UnionType):
@@ -309,7 +365,18 @@ def load_preset(name: str) -> dict[str, Any]:
 
 def load_config(preset: str = "tiny", config_file: str | Path | None = None,
                 overrides: dict[str, Any] | None = None) -> Config:
-    """Preset, then a user YAML file, then dotted overrides (CLI flags), validated as one config."""
+    """Preset, then a user YAML file, then dotted overrides (CLI flags), validated as one config.
+
+    An override of None (``--set KEY=null``) clears a nullable key and is an error for any other key; callers
+    leave out what the user did not set rather than passing None for it.
+
+    >>> load_config("h100", overrides={"budget.total_s": None}).budget.total_s is None
+    True
+    >>> load_config(overrides={"solve.reps": None})
+    Traceback (most recent call last):
+    ...
+    solver.config.ConfigError: solve.reps cannot be null (only keys documented as 'or null' can)
+    """
     data = _merge(Config().to_dict(), load_preset(preset))
     data["preset"] = preset
     if config_file is not None:
@@ -319,7 +386,7 @@ def load_config(preset: str = "tiny", config_file: str | Path | None = None,
         except (OSError, yaml.YAMLError) as exc:
             raise ConfigError(f"cannot read config {path}: {exc}".splitlines()[0]) from exc
         data = _merge(data, user)
-    data = _merge(data, _undot({k: v for k, v in (overrides or {}).items() if v is not None}))
+    data = _merge(data, _undot(dict(overrides or {})))
     return from_dict(data)
 
 

@@ -42,3 +42,27 @@ def test_engine_benchmark_quick_prints_the_three_contenders_and_ratios():
     for name in ("(a) raw", "(b) pipeline", "(b1) one by one", "(c) rounds"):
         assert name in out
     assert re.search(r"ratio \(b\)/\(a\) = \d", out) and re.search(r"ratio \(b\)/\(c\) = \d", out)
+
+
+@pytest.mark.engine
+def test_load_benchmark_quick_prints_percentiles_and_tokens_per_s_per_endpoint():
+    out = run_benchmark("benchmarks/load.py", "--quick", timeout=600)
+    assert "p50 ms" in out and "p95 ms" in out and "p99 ms" in out and "tok/s" in out, out
+    rows = re.findall(r"^(http://127\.0\.0\.1:\d+|all)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+\d+\s+(\d+)"
+                      r"\s+([\d.]+)$", out, re.M)
+    assert [r[0] for r in rows][-1] == "all" and len(rows) == 2, out
+    for _, done, failed, cut, p50, p95, p99, tokens, tps in rows:
+        assert (int(done), int(failed), int(cut), int(tokens)) == (8, 0, 0, 8 * 16)  # ignore_eos: 16 each
+        assert 0 < int(p50) <= int(p95) <= int(p99) and float(tps) > 0
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--endpoint", "http://10.0.0.5:8000"], "is not on loopback"),
+    (["--requests", "0"], "--requests must be >= 1"),
+    (["--duration", "0"], "--duration must be > 0"),
+])
+def test_load_benchmark_bad_input_is_one_line_and_exit_2_before_any_server_starts(args, message):
+    done = subprocess.run([sys.executable, "benchmarks/load.py", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and message in done.stderr

@@ -6,6 +6,12 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from solver.config import engine_batch, gpus_per_engine
+
+# engine_batch and gpus_per_engine live in solver.config (the loop and the launcher use them too).
+__all__ = ["ClusterError", "ClusterFailed", "ClusterKind", "ClusterSpec", "actor_count", "death_reason",
+           "engine_batch", "gpus_per_engine", "parse_cluster", "without_budget"]
+
 ClusterKind = Literal["local", "auto", "address"]
 
 
@@ -68,18 +74,6 @@ def parse_cluster(text: str, actors: int | None = None) -> ClusterSpec:
     if _ADDRESS.match(text):
         return ClusterSpec("address", actors, text)
     raise ClusterError(f"--cluster expects local:N, auto or ray://HOST:PORT, got {text!r}")
-
-
-def gpus_per_engine(engine_args: dict[str, Any]) -> int:
-    """GPUs one engine spans: tensor x pipeline x data parallel sizes (vLLM's own arguments, passed through).
-
-    >>> gpus_per_engine({}), gpus_per_engine({"tensor_parallel_size": 4}), gpus_per_engine({"data_parallel_size": 2})
-    (1, 4, 2)
-    """
-    size = 1
-    for key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
-        size *= max(1, int(engine_args.get(key) or 1))
-    return size
 
 
 def actor_count(spec: ClusterSpec, cluster_gpus: float, engine_gpus: int, cluster_cpus: float = 1e9) -> int:
@@ -158,14 +152,3 @@ def without_budget(config: Any) -> Any:
     if config.budget.total_s is None and config.budget.cutoff_s is None:
         return config
     return config.replace({"budget.total_s": None, "budget.cutoff_s": None})
-
-
-def engine_batch(engine_args: dict[str, Any], default_seqs: int = 64) -> int:
-    """Sequences one engine batches at once: ``max_num_seqs`` per data-parallel rank (each rank schedules its own
-    batch; tensor and pipeline parallel ranks share one), times ``data_parallel_size``.
-
-    >>> engine_batch({"max_num_seqs": 128, "data_parallel_size": 2}), engine_batch({"tensor_parallel_size": 4})
-    (256, 64)
-    """
-    seqs = int(engine_args.get("max_num_seqs") or default_seqs)
-    return seqs * max(1, int(engine_args.get("data_parallel_size") or 1))

@@ -27,7 +27,7 @@ from typing import IO, Any
 
 import httpx
 
-from solver.config import Config
+from solver.config import Config, gpus_per_engine
 from solver.tiny_model import resolve_model
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -66,21 +66,37 @@ def arg_flags(args: Mapping[str, Any]) -> list[str]:
     return out
 
 
+def parallel_args(args: Mapping[str, Any], extra_args: Sequence[str] = ()) -> dict[str, Any]:
+    """``args`` with the parallel sizes and ``max_num_seqs`` that ``extra_args`` (vLLM flags, short or long
+    spelling) set: the server reads the flags after the config's, so theirs win.
+
+    >>> parallel_args({"tensor_parallel_size": 2, "dtype": "half"}, ["-dp", "2", "--max-num-seqs=32"])
+    {'tensor_parallel_size': 2, 'dtype': 'half', 'data_parallel_size': 2, 'max_num_seqs': 32}
+    """
+    # exit_on_error=False and no abbreviations: only exact vLLM spellings count, and a bad value is left to the
+    # server to refuse.
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
+    for long, short in (("--tensor-parallel-size", "-tp"), ("--pipeline-parallel-size", "-pp"),
+                        ("--data-parallel-size", "-dp"), ("--max-num-seqs", None)):
+        parser.add_argument(long, *([short] if short else []), type=int, default=None)
+    try:
+        known, _ = parser.parse_known_args(list(extra_args))
+    except argparse.ArgumentError:
+        return dict(args)
+    return {**args, **{k: v for k, v in vars(known).items() if v is not None}}
+
+
 def gpus_per_server(args: Mapping[str, Any], extra_args: Sequence[str] = ()) -> int:
-    """GPUs one server needs: tensor x pipeline parallel size, from the config or (winning) the extra flags.
+    """GPUs one server needs: tensor x pipeline x data parallel size, from the config or (winning) the extra flags.
 
     >>> gpus_per_server({"tensor_parallel_size": 2}), gpus_per_server({"tensor_parallel_size": 2}, ["-tp", "1"])
     (2, 1)
     >>> gpus_per_server({}, ["--pipeline-parallel-size=2", "--tensor-parallel-size", "2"])
     4
+    >>> gpus_per_server({"data_parallel_size": 2}), gpus_per_server({"tensor_parallel_size": 2}, ["-dp", "2"])
+    (2, 4)
     """
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--tensor-parallel-size", "-tp", type=int,
-                        default=int(args.get("tensor_parallel_size") or 1))
-    parser.add_argument("--pipeline-parallel-size", "-pp", type=int,
-                        default=int(args.get("pipeline_parallel_size") or 1))
-    known, _ = parser.parse_known_args(list(extra_args))
-    return max(1, known.tensor_parallel_size) * max(1, known.pipeline_parallel_size)
+    return gpus_per_engine(parallel_args(args, extra_args))
 
 
 def visible_gpus() -> list[str]:

@@ -15,7 +15,7 @@ from types import TracebackType
 
 from solver.core.answers import is_correct, prepare_expressions, voting_answers
 from solver.clock import SystemClock, remaining
-from solver.config import Config
+from solver.config import Config, engine_batch, repetitions_busy
 from solver.dialects import make_dialect
 from solver.loop.repetition import Activity, run_repetition
 from solver.core.stopping import confidence_threshold, make_stopper, stop_reason
@@ -206,12 +206,12 @@ class ProblemSolver:
             waker.set()
 
     def engine_capacity(self) -> int:
-        """Sequences the engine batches at once: its own ``capacity`` if it has one, else vLLM's
-        ``max_num_seqs`` from the engine arguments, else 64."""
+        """Sequences the engine batches at once: its own ``capacity`` if it has one, else the whole engine's
+        batch from the engine arguments, ``max_num_seqs x data_parallel_size`` (``engine_batch``)."""
         capacity = getattr(self.engine, "capacity", None)
         if isinstance(capacity, int) and capacity > 0:
             return capacity
-        return int(self.config.engine.args.get("max_num_seqs", 64))
+        return engine_batch(self.config.engine.args)
 
     async def _cancel(self, pending: dict[asyncio.Task[Repetition], int]) -> list[Repetition]:
         """Cancel what is still running; log and return the partial repetitions (status "cancelled", or the
@@ -272,7 +272,7 @@ class Session:
         from solver.engines import open_engine
         from solver.sandbox.pool import create_sandbox
 
-        sandbox = create_sandbox(self.config.sandbox)
+        sandbox = create_sandbox(self.config.sandbox, busy=repetitions_busy(self.config))
         self.sandbox = sandbox
         try:
             await sandbox.start()  # type: ignore[attr-defined]

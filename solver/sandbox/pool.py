@@ -45,9 +45,15 @@ INTERRUPT_GRACE_S = 0.5  # an interrupted Python loop stops within microseconds;
 END_WAIT_S = 5.0  # close() waits this long for the kernel to tear a session's tree down (a fork bomb's takes seconds)
 
 
-def default_workers() -> int:
-    """Usable cores minus one (the engine and the event loop need one), at least 1."""
-    return max(1, len(os.sched_getaffinity(0)) - 1)
+def default_workers(busy: int | None = None) -> int:
+    """Usable cores minus one (the engine and the event loop need one), at most ``busy``, at least 1.
+
+    ``busy`` is how many repetitions the engine can keep generating at once (``solver.config.repetitions_busy``:
+    its batch, or the fixed workers); each runs one snippet at a time, so more workers than that would only hold
+    processes (``spares`` forks one per worker ahead) for snippets that cannot come.
+    """
+    cores = max(1, len(os.sched_getaffinity(0)) - 1)
+    return cores if busy is None else max(1, min(cores, busy))
 
 
 def compose_program(earlier: Sequence[str], code: str, mode: Literal["newest", "accumulate"]) -> str:
@@ -79,12 +85,13 @@ class ProcessPoolSandbox:
     layers that remain are listed in docs/sandbox.md), for hosts where they misbehave. ``max_sessions`` caps
     the live stateful sessions (``session()`` waits for a free place beyond it), so that a run cannot exhaust
     memory with them; ``interrupt_grace_s`` is how long an interrupted session call may take to stop before the
-    session is killed.
+    session is killed. ``busy`` bounds the default worker count (``default_workers``) when ``config.workers``
+    is 0.
     """
 
     def __init__(self, config: SandboxConfig, *, disk_mb: int = 64, spares: int | None = None,
                  namespaces: bool = True, max_sessions: int = MAX_SESSIONS,
-                 interrupt_grace_s: float = INTERRUPT_GRACE_S) -> None:
+                 interrupt_grace_s: float = INTERRUPT_GRACE_S, busy: int | None = None) -> None:
         if max_sessions < 1 or interrupt_grace_s < 0:
             raise ValueError("max_sessions must be >= 1 and interrupt_grace_s >= 0")
         self.config = config
@@ -92,7 +99,7 @@ class ProcessPoolSandbox:
         self.interrupt_grace_s = interrupt_grace_s
         self._live = asyncio.Semaphore(max_sessions)
         self._next_sid = 0
-        self.workers = config.workers or default_workers()
+        self.workers = config.workers or default_workers(busy)
         self.disk_mb = disk_mb
         self.spares = spares if spares is not None else self.workers
         self.namespaces = namespaces
@@ -419,10 +426,10 @@ SANDBOXES: Registry[Sandbox] = Registry("sandbox")
 
 
 @SANDBOXES.register("pool")
-def _pool(config: SandboxConfig) -> Sandbox:
-    return ProcessPoolSandbox(config, disk_mb=config.disk_mb, namespaces=config.namespaces)
+def _pool(config: SandboxConfig, busy: int | None = None) -> Sandbox:
+    return ProcessPoolSandbox(config, disk_mb=config.disk_mb, namespaces=config.namespaces, busy=busy)
 
 
-def create_sandbox(config: SandboxConfig) -> Sandbox:
-    """The sandbox named by ``config.name``."""
-    return SANDBOXES.create(config.name, config)
+def create_sandbox(config: SandboxConfig, *, busy: int | None = None) -> Sandbox:
+    """The sandbox named by ``config.name``; ``busy`` bounds its default worker count (``default_workers``)."""
+    return SANDBOXES.create(config.name, config, busy=busy)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import csv
 import json
 import signal
@@ -115,22 +116,101 @@ def test_scripted_server_events_become_deltas_with_final_usage():
     assert engine.running_requests() == 0 and engine.endpoints[0].in_flight == 0
 
 
-def test_scripted_server_midstream_failure_ends_with_error_delta_not_an_exception():
-    async def dying() -> AsyncIterator[bytes]:
-        for chunk in sse(text_event("Let", [1]), text_event(" me", [2])):
+def dying_after(chunks: list[bytes], error: httpx.TransportError) -> Callable[[httpx.Request], httpx.Response]:
+    """A scripted server double that streams ``chunks`` and then loses the connection."""
+    async def body() -> AsyncIterator[bytes]:
+        for chunk in chunks:
             yield chunk
-        raise httpx.RemoteProtocolError("peer closed connection without sending complete message body")
+        raise error
 
     def reply(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, content=dying())
+        if request.url.path == "/health":
+            raise httpx.ConnectError("connection refused", request=request)
+        return httpx.Response(200, content=body())
 
-    servers = ScriptedServers({"a": reply, "b": serving(COMPLETE)})
+    return reply
+
+
+class Recording:
+    """A scripted server double that records the bodies it gets and answers with ``chunks``."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+        self.bodies: list[dict[str, object]] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/health":
+            return httpx.Response(200)
+        self.bodies.append(json.loads(request.content))
+        return httpx.Response(200, content=b"".join(self.chunks), headers={"content-type": "text/event-stream"})
+
+
+REST = sse(text_event(" 4", [19], prompt_ids=[1, 2, 3, 1, 2]), text_event("", [30], finish="stop", stop="."),
+           {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2}}, "[DONE]")
+
+
+@pytest.mark.parametrize("error", [
+    httpx.RemoteProtocolError("peer closed connection without sending complete message body"),
+    httpx.ReadError("connection reset by peer"),
+    httpx.ReadTimeout("timed out"),  # a server that stops answering
+])
+def test_scripted_server_cut_midstream_resumes_on_the_other_endpoint_from_the_streamed_tokens(error):
+    b = Recording(REST)
+    servers = ScriptedServers({"a": dying_after(sse(text_event("Let", [1], prompt_ids=[1, 2, 3]),
+                                                    text_event(" me", [2])), error), "b": b})
     engine = servers.engine(["a", "b"])
-    deltas = asyncio.run(collect(engine.stream(make_request())))
-    assert "".join(d.text for d in deltas) == "Let me"
-    assert deltas[-1].finish_reason == "error" and "RemoteProtocolError" in (deltas[-1].error or "")
-    assert servers.posts("b") == 0  # output had streamed: never resent elsewhere (it would repeat text)
+    deltas = asyncio.run(collect(engine.stream(make_request(max_tokens=16))))
+    assert "".join(d.text for d in deltas) == "Let me 4"
+    assert [d.token_ids for d in deltas] == [(1,), (2,), (19,), (30,)]
+    last = deltas[-1]
+    assert (last.finish_reason, last.stop_reason, last.error) == ("stop", ".", None)
+    assert {d.prompt_tokens for d in deltas} == {3}  # the caller's prompt, not the resumed one
+    # b continued the request: the prompt grew by the streamed tokens, the token budget shrank by as many
+    assert [(body["prompt"], body["max_tokens"], body["seed"]) for body in b.bodies] == [([1, 2, 3, 1, 2], 14, 1)]
+    assert not engine.endpoints[0].healthy and type(error).__name__ in (engine.endpoints[0].error or "")
     assert engine.running_requests() == 0
+
+
+def test_scripted_server_cut_midstream_text_prompt_resumes_with_the_streamed_text():
+    b = Recording(REST)
+    servers = ScriptedServers({"a": dying_after(sse(text_event("Let", [1]), text_event(" me", [2])),
+                                                httpx.ReadError("reset")), "b": b})
+    deltas = asyncio.run(collect(servers.engine(["a", "b"]).stream(make_request(ids=None, prompt="Hi"))))
+    assert "".join(d.text for d in deltas) == "Let me 4" and deltas[-1].finish_reason == "stop"
+    assert [(body["prompt"], body["max_tokens"]) for body in b.bodies] == [("HiLet me", 14)]
+
+
+def test_scripted_server_cut_midstream_everywhere_is_a_failed_request_with_its_reason_after_bounded_attempts():
+    cut = dying_after(sse(text_event("x", [1])), httpx.RemoteProtocolError("peer closed connection"))
+    servers = ScriptedServers({"a": cut, "b": cut})
+    t0 = time.monotonic()
+    deltas = asyncio.run(collect(servers.engine(["a", "b"]).stream(make_request(max_tokens=16))))
+    assert time.monotonic() - t0 < 2.0
+    assert servers.posts("a") + servers.posts("b") <= FAST_RETRY.attempts
+    assert "".join(d.text for d in deltas) == "x" * (len(deltas) - 1)  # each attempt's token, none repeated
+    last = deltas[-1]
+    assert last.finish_reason == "error" and last.prompt_tokens == 3
+    assert last.error is not None and last.error.startswith("no server reachable after ")
+    assert "cut after" in last.error and "peer closed connection" in last.error
+
+
+def test_scripted_server_cut_midstream_without_token_ids_is_not_resumed():
+    """Output without token ids cannot be continued exactly: the request fails with its reason instead."""
+    b = Recording(REST)
+    servers = ScriptedServers({"a": dying_after(sse({"choices": [{"text": "Let"}]}), httpx.ReadError("reset")),
+                               "b": b})
+    deltas = asyncio.run(collect(servers.engine(["a", "b"]).stream(make_request())))
+    assert "".join(d.text for d in deltas) == "Let"
+    assert deltas[-1].finish_reason == "error" and "cannot resume" in (deltas[-1].error or "")
+    assert b.bodies == []
+
+
+def test_scripted_server_cut_at_the_last_allowed_token_ends_as_length():
+    servers = ScriptedServers({"a": dying_after(sse(text_event("Let", [1]), text_event(" me", [2])),
+                                                httpx.ReadError("reset")), "b": Recording(REST)})
+    deltas = asyncio.run(collect(servers.engine(["a", "b"]).stream(make_request(max_tokens=2))))
+    assert "".join(d.text for d in deltas) == "Let me" and deltas[-1].finish_reason == "length"
+    assert servers.posts("b") == 0
 
 
 def test_scripted_server_error_event_midstream_ends_with_error_delta():
@@ -440,6 +520,56 @@ def test_real_server_dead_endpoint_is_skipped_while_the_live_one_serves(server):
             await engine.close()
 
     asyncio.run(scenario())
+
+
+@contextlib.contextmanager
+def relay_to(url: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """A real TCP relay process in front of ``url`` (tests/tcp_relay.py): an endpoint that can be killed."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    relay = subprocess.Popen([sys.executable, str(Path(__file__).parents[1] / "tcp_relay.py"), host, port],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert relay.stdout is not None
+        yield f"http://127.0.0.1:{relay.stdout.readline().strip()}", relay
+    finally:
+        relay.kill()
+        relay.wait(timeout=10)
+
+
+@pytest.mark.engine
+def test_real_server_endpoint_killed_midstream_resumes_on_the_live_one_with_the_same_greedy_tokens(server):
+    """Two endpoints: a relay process in front of the real server, then the server itself. The relay is killed
+    (SIGKILL) after a few streamed tokens; the request resumes on the server from those tokens, and at
+    temperature 0 the whole output is token for token what an uninterrupted request gives."""
+    async def scenario(relay_url: str, relay: subprocess.Popen[str]) -> None:
+        direct = await open_openai_engine(openai_config(server))
+        try:
+            request = dataclasses.replace(chat_request(direct, 120, 5), temperature=0.0)
+            whole = await collect(direct.stream(request))
+        finally:
+            await direct.close()
+        engine = await open_openai_engine(openai_config(relay_url, server))
+        try:
+            # the first request goes to the first endpoint, the relay (both idle)
+            assert [e.url for e in engine.endpoints] == [relay_url, server]
+            deltas: list[Delta] = []
+            async with contextlib.aclosing(engine.stream(request)) as stream:
+                async for delta in stream:
+                    deltas.append(delta)
+                    if len(deltas) == 5:
+                        relay.kill()  # the endpoint dies mid-stream
+            assert relay.wait(timeout=10) != 0
+            assert sum(len(d.token_ids) for d in whole) > 10  # long enough that the kill came mid-stream
+            assert [t for d in deltas for t in d.token_ids] == [t for d in whole for t in d.token_ids]
+            assert "".join(d.text for d in deltas) == "".join(d.text for d in whole)
+            assert deltas[-1].finish_reason == whole[-1].finish_reason and deltas[-1].error is None
+            assert deltas[-1].prompt_tokens == whole[-1].prompt_tokens == len(request.prompt_token_ids or ())
+            assert not engine.endpoints[0].healthy  # the dead relay rests
+        finally:
+            await engine.close()
+
+    with relay_to(server) as (relay_url, relay):
+        asyncio.run(scenario(relay_url, relay))
 
 
 @pytest.mark.engine

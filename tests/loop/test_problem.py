@@ -107,3 +107,14 @@ def test_scripted_engine_auto_workers_share_slots_freed_by_code_across_problems(
     results = _solve_two_at_once(load_config("tiny", overrides=AUTO), engine, sandbox)
     assert [(r.repetitions, r.launched, r.answer) for r in results] == [(5, 5, "8"), (5, 5, "8")]
     assert len(sandbox.ran) == 6 and engine.open_streams == 0
+
+
+def test_scripted_engine_auto_workers_count_every_data_parallel_rank_of_the_batch():
+    # max_num_seqs = 3 per rank and two data-parallel ranks: the engine batches 6, and auto workers fill all 6.
+    overrides = {**AUTO, "solve.reps": 12, "engine.args.data_parallel_size": 2}
+    engine = _PeakEngine(lambda req: "word " * 10 + "so \\boxed{8}", delay_s=0.01)
+    config = load_config("tiny", overrides=overrides)
+    assert ProblemSolver(config, engine, ScriptedSandbox(printed("8"))).engine_capacity() == 6
+    results = _solve_two_at_once(config, engine, ScriptedSandbox(printed("8")))
+    assert engine.peak == 6
+    assert [(r.repetitions, r.answer) for r in results] == [(12, "8"), (12, "8")]

@@ -344,3 +344,25 @@ def test_the_worker_package_imports_the_standard_library_and_itself_only() -> No
                 continue  # relative imports stay inside the package
             for name in names:
                 assert name.split(".")[0] in sys.stdlib_module_names | {"__future__"}, (path.name, name)
+
+
+@pytest.mark.parametrize("cores,busy,workers", [(16, None, 15), (16, 4, 4), (16, 64, 15), (2, 8, 1), (1, 0, 1)])
+def test_default_workers_is_usable_cores_minus_one_bounded_by_the_busy_repetitions(monkeypatch, cores, busy, workers):
+    # os.sched_getaffinity is replaced by a double: this machine has 2 cores, and the rule matters on many.
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)))
+    assert default_workers(busy) == workers
+
+
+def test_sandbox_default_workers_follow_the_engine_batch_and_fixed_workers(monkeypatch):
+    """sandbox.workers: 0 on 16 cores: no more snippet workers than repetitions the engine can keep generating."""
+    from solver.config import load_config, repetitions_busy
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))  # a double for a 16-core machine
+    cases = [({"solve.workers": 4}, 4),  # 4 repetitions in flight need 4 workers at most
+             ({"solve.workers": 4, "solve.parallel_problems": 3}, 12),
+             ({"solve.workers": 0, "engine.args.max_num_seqs": 2, "engine.args.data_parallel_size": 3}, 6),
+             ({"solve.workers": 0, "engine.args.max_num_seqs": 64}, 15),  # cores bound it
+             ({"solve.workers": 4, "sandbox.workers": 9}, 9)]  # an explicit count wins
+    for overrides, workers in cases:
+        config = load_config("tiny", overrides=overrides)
+        assert create_sandbox(config.sandbox, busy=repetitions_busy(config)).workers == workers, overrides

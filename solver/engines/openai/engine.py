@@ -2,9 +2,11 @@
 
 Requests go to ``/v1/completions`` with ``stream: true`` and come back as server-sent events; each event becomes a
 ``Delta``. Every request goes to the healthy endpoint with the fewest requests in flight from this client. A
-connection failure before any output is retried (a bounded number of times, over a bounded time) on the next
-endpoint; the failed endpoint rests for a cool-down and is probed with ``/health`` before it gets work again.
-Once output has streamed, a failure ends the request with ``finish_reason="error"`` instead of raising.
+connection failure (refused, dropped, or ``read_timeout_s`` of silence) is retried, a bounded number of times over
+a bounded time, on the next endpoint; the failed endpoint rests for a cool-down and is probed with ``/health``
+before it gets work again. A stream cut after some output resumes on another server from the tokens already
+streamed (the prompt grows by them), so the caller sees one uninterrupted request. When the attempts run out the
+request ends with ``finish_reason="error"`` and the reason, never an exception.
 
 Leaving a stream early (break, ``aclose``, a cancelled task) closes its HTTP connection, and vLLM aborts a request
 whose client disconnected, so an early stop frees the server's batch slot at once.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import logging
 from collections.abc import AsyncIterator, Sequence
@@ -34,7 +37,7 @@ from solver.engines.openai.endpoints import (
     parse_metric,
     pick_endpoint,
 )
-from solver.engines.openai.protocol import StreamDecoder, completion_body, one_line, server_message
+from solver.engines.openai.protocol import StreamDecoder, completion_body, one_line, resume_body, server_message
 from solver.types import Clock, Delta, GenerationRequest, Tokenizer
 
 log = logging.getLogger(__name__)
@@ -44,7 +47,8 @@ _RETRY_STATUS = frozenset({502, 503, 504})
 
 
 class _Unreachable(Exception):
-    """A request failed before any output: safe to send again, elsewhere."""
+    """A server failed the request at the transport level (refused, dropped, silent): before any output it can
+    be sent again elsewhere; after output, what is left of it can (``resume_body``)."""
 
 
 class OpenAIServerEngine:
@@ -77,8 +81,8 @@ class OpenAIServerEngine:
     # -- Engine protocol --
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[Delta]:
-        body = completion_body(request, self.model, self.max_model_len)
-        if body["max_tokens"] <= 0:
+        first_body = completion_body(request, self.model, self.max_model_len)
+        if first_body["max_tokens"] <= 0:
             # The prompt already fills the context: the request ends as a length stop, like the engine would.
             yield Delta(text="", token_ids=(), finish_reason="length",
                         prompt_tokens=len(request.prompt_token_ids or ()))
@@ -86,18 +90,43 @@ class OpenAIServerEngine:
         delays = iter(self.retry.delays())
         started = self.clock.now()
         failures: list[str] = []
+        # What already went to the caller: a cut stream resumes from here on another server (``resume_body``).
+        sent_ids: list[int] = []
+        sent_text: list[str] = []
+        resumable = True  # every delta carried its token ids (vLLM's return_token_ids), so a resume is exact
+        prompt_tokens = len(request.prompt_token_ids) if request.prompt_token_ids is not None else None
         for _ in range(self.retry.attempts):
             await self._probe_due()
             endpoint = pick_endpoint(self.endpoints, next(self._turns))
             if endpoint is not None:
+                body = resume_body(first_body, sent_ids, "".join(sent_text)) if sent_text or sent_ids else first_body
+                if body["max_tokens"] <= 0:  # cut right after the last allowed token
+                    yield Delta(text="", token_ids=(), finish_reason="length", prompt_tokens=prompt_tokens)
+                    return
+                if sent_text or sent_ids:
+                    log.warning("request %s resumed on %s after %d token(s)", request.request_id, endpoint.url,
+                                len(sent_ids))
                 try:
                     async with contextlib.aclosing(self._attempt(endpoint, body, request.logprobs)) as deltas:
                         async for delta in deltas:
+                            if body is first_body and prompt_tokens is None:
+                                prompt_tokens = delta.prompt_tokens  # a text prompt: the first server counts it
+                            elif body is not first_body:
+                                # a resumed request's prompt holds the earlier output; report the caller's own
+                                delta = dataclasses.replace(delta, prompt_tokens=prompt_tokens)
+                            if delta.finish_reason is None:
+                                sent_ids.extend(delta.token_ids)
+                                sent_text.append(delta.text)
+                                resumable = resumable and (bool(delta.token_ids) or not delta.text)
                             yield delta
                     return
                 except _Unreachable as exc:
                     failures.append(str(exc))
                     self.rest(endpoint, str(exc))
+                    if (sent_text or sent_ids) and not resumable:
+                        yield Delta(text="", token_ids=(), finish_reason="error", prompt_tokens=prompt_tokens,
+                                    error=one_line(f"{exc} (after output without token ids: cannot resume)"))
+                        return
                     if pick_endpoint(self.endpoints) is not None:
                         continue  # another server is up: go there now
             delay = next(delays, None)
@@ -105,8 +134,9 @@ class OpenAIServerEngine:
                 break
             await asyncio.sleep(delay)
         reason = failures[-1] if failures else "; ".join(f"{e.url}: {e.error}" for e in self.endpoints)
-        yield Delta(text="", token_ids=(), finish_reason="error",
-                    error=one_line(f"no server reachable after {len(failures)} attempt(s): {reason}"))
+        where = f" (cut after {len(sent_ids)} token(s))" if sent_ids else ""
+        yield Delta(text="", token_ids=(), finish_reason="error", prompt_tokens=prompt_tokens,
+                    error=one_line(f"no server reachable after {len(failures)} attempt(s){where}: {reason}"))
 
     def running_requests(self) -> int:
         """Streams this client holds open now (each is one request running or queued in a server)."""
@@ -182,12 +212,11 @@ class OpenAIServerEngine:
                     if decoder.done:
                         break
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError,
-                httpx.WriteError) as exc:
-            message = f"{endpoint.url}: {type(exc).__name__}: {exc or 'connection failed'}"
-            if not decoder.emitted:
-                raise _Unreachable(one_line(message)) from exc
-            decoder.final = Delta(text="", token_ids=(), finish_reason="error", error=one_line(message))
-        except httpx.HTTPError as exc:  # a read timeout and the like, after the request reached the server
+                httpx.WriteError, httpx.ReadTimeout) as exc:
+            # The server went away or stopped answering (a read timeout is ``read_timeout_s`` of silence): the
+            # caller sends the request, or what is left of it, to another server.
+            raise _Unreachable(one_line(f"{endpoint.url}: {type(exc).__name__}: {exc or 'connection failed'}"))
+        except httpx.HTTPError as exc:  # a bad URL, a pool timeout and the like: not the server's failing
             decoder.final = Delta(text="", token_ids=(), finish_reason="error",
                                   error=one_line(f"{endpoint.url}: {type(exc).__name__}: {exc}"))
         finally:

@@ -72,6 +72,22 @@ def completion_body(request: GenerationRequest, model: str, max_model_len: int |
     return body
 
 
+def resume_body(body: dict[str, Any], sent_ids: Sequence[int], sent_text: str) -> dict[str, Any]:
+    """The body that continues a request whose stream was cut after ``sent_ids`` (decoding to ``sent_text``) went
+    out: the prompt grows by what was generated, ``max_tokens`` shrinks by as many tokens. Sent to another
+    server, it carries on where the first stopped, so nothing already streamed is generated twice.
+
+    >>> body = {"prompt": [1, 2, 3], "max_tokens": 16, "seed": 7}
+    >>> resume_body(body, [19, 20], "42")
+    {'prompt': [1, 2, 3, 19, 20], 'max_tokens': 14, 'seed': 7}
+    >>> resume_body({"prompt": "Hi", "max_tokens": 16}, [19, 20], "42")["prompt"]
+    'Hi42'
+    """
+    prompt = body["prompt"]
+    grown = [*prompt, *sent_ids] if isinstance(prompt, list) else prompt + sent_text
+    return {**body, "prompt": grown, "max_tokens": body["max_tokens"] - len(sent_ids)}
+
+
 def token_confidences(top_logprobs: Sequence[dict[str, float] | None] | None, k: int) -> tuple[float, ...]:
     """Per-token confidence (``core.stopping.token_confidence``) from the server's top logprobs.
 
@@ -158,7 +174,6 @@ class StreamDecoder:
         self.prompt_tokens: int | None = None
         self.final: Delta | None = None
         self.done = False  # [DONE] or an error event arrived
-        self.emitted = False  # at least one delta went out (a retry would repeat output)
         self.ids_seen = 0
         self.completion_tokens: int | None = None  # from the usage event
 
@@ -193,7 +208,6 @@ class StreamDecoder:
                     out.append(delta)
         except (AttributeError, TypeError, ValueError) as exc:  # fields of the wrong shape: not a vLLM server?
             self._fail(f"malformed event from the server ({exc}): {one_line(payload, 80)}")
-        self.emitted = self.emitted or bool(out)
         return out
 
     def end(self) -> Delta:

@@ -1,0 +1,59 @@
+"""solver/config.py: null overrides (``--set KEY=null``) clear nullable keys and are refused for the rest."""
+
+import argparse
+
+import pytest
+
+from solver.commands.common import config_from_args
+from solver.config import ConfigError, load_config
+
+
+def _args(*sets: str, preset: str = "tiny") -> argparse.Namespace:
+    return argparse.Namespace(overrides=list(sets), preset=preset, config_file=None)
+
+
+@pytest.mark.parametrize("preset,key,section,field", [
+    ("h100", "budget.total_s", "budget", "total_s"),
+    ("l4x4", "answers.modulus", "answers", "modulus"),
+    ("h100", "sampling.logprobs", "sampling", "logprobs"),
+])
+def test_set_null_clears_a_nullable_key_the_preset_sets(preset, key, section, field):
+    assert getattr(getattr(load_config(preset), section), field) is not None  # the preset sets it
+    config = config_from_args(_args(f"{key}=null", preset=preset))
+    assert getattr(getattr(config, section), field) is None
+    # ``~`` is YAML's other spelling of null
+    assert getattr(getattr(config_from_args(_args(f"{key}=~", preset=preset)), section), field) is None
+
+
+@pytest.mark.parametrize("key", ["solve.reps", "sampling.temperature", "engine.endpoints", "budget",
+                                 "prompt.dialect", "sandbox.namespaces"])
+def test_set_null_on_a_key_that_cannot_be_null_is_one_line(key):
+    with pytest.raises(ConfigError) as caught:
+        config_from_args(_args(f"{key}=null"))
+    message = str(caught.value)
+    assert message == f"{key} cannot be null (only keys documented as 'or null' can)"
+
+
+def test_unset_flags_still_set_nothing():
+    """Flags the user left out must not reach load_config as None (they would now clear or be refused)."""
+    args = _args()
+    for name in ("model", "engine", "endpoint", "replay_from", "reps", "workers", "parallel_problems",
+                 "max_tokens", "temperature", "seed", "voter", "stopper"):
+        setattr(args, name, None)
+    assert config_from_args(args) == load_config("tiny")
+
+
+def test_null_inside_a_passthrough_map_is_kept_for_the_engine():
+    config = load_config("tiny", overrides={"engine.args.quantization": None})
+    assert config.engine.args["quantization"] is None
+
+
+def test_cli_null_for_a_non_nullable_key_exits_2_with_one_line_and_no_run_dir(tmp_path):
+    import subprocess
+    import sys
+
+    run = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "solver", "solve", "demo", "--set", "solve.reps=null",
+                           "--out", str(run)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and not run.exists()
+    assert done.stderr.strip() == "solver: error: solve.reps cannot be null (only keys documented as 'or null' can)"
