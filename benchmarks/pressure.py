@@ -5,13 +5,15 @@ fixed token ids, each generating exactly ``--max-tokens`` tokens (``ignore_eos``
 ``solver.engines.vllm_metrics.UsageSampler`` polls vLLM's KV cache usage and preemption counter. The cache is made
 too small cheaply with an engine argument (``num_gpu_blocks_override``: blocks of ``block_size`` tokens), so the
 engine must preempt and recompute. Prints the utilisation report and checks that every request finished with
-all its tokens and that the engine holds no request afterwards; exit 1 otherwise.
+all its tokens and that the engine holds no request afterwards (with ``--expect-preemption``, also that the
+engine did preempt); exit 1 otherwise.
 
     python benchmarks/pressure.py --preset tiny --requests 16 --max-tokens 256 \\
-        --set engine.args.num_gpu_blocks_override=65          # CPU: 16 x 320 tokens into 64 x 32 (+1 null block)
+        --set engine.args.num_gpu_blocks_override=65 --expect-preemption  # 16 x 320 tokens into 64 x 32
     python benchmarks/pressure.py --preset h100-gptoss --model $GPU_MODELS/dummy-gptoss-120b \\
         --set engine.args.load_format=dummy --set engine.args.max_model_len=16384 \\
-        --set engine.args.num_gpu_blocks_override=1536 --requests 8 --prompt-tokens 2000 --max-tokens 6000
+        --set engine.args.num_gpu_blocks_override=1536 --requests 8 --prompt-tokens 2000 --max-tokens 6000 \\
+        --expect-preemption
 """
 
 from __future__ import annotations
@@ -82,6 +84,9 @@ async def run(args: argparse.Namespace) -> int:
         with open(args.json, "w") as f:
             json.dump({"usage": asdict(usage), "requests": args.requests, "lost": len(lost), "left": left,
                        "wanted_tokens": wanted, "run_s": done - ready}, f, indent=1)
+    if args.expect_preemption and usage.preemptions == 0:
+        print("no preemption: the KV cache held every request (lower num_gpu_blocks_override or add requests)")
+        return 1
     return 0 if not lost and left == 0 else 1
 
 
@@ -95,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--interval", type=float, default=0.1, help="seconds between metric polls")
     p.add_argument("--json", default=None, help="write the report here too")
+    p.add_argument("--expect-preemption", action="store_true", help="exit 1 if the engine preempted nothing")
     args = p.parse_args(argv)
     if min(args.requests, args.prompt_tokens, args.max_tokens) < 1 or args.interval <= 0:
         print("error: --requests, --prompt-tokens, --max-tokens and --interval must be positive", file=sys.stderr)

@@ -84,7 +84,7 @@ def test_a_kv_cache_too_small_preempts_and_loses_no_request(tmp_path: Path) -> N
     # 16 requests x (64 + 256) tokens = 5120 tokens wanted at once; the cache holds 64 blocks x 32 tokens = 2048.
     done = subprocess.run(
         [sys.executable, "benchmarks/pressure.py", "--preset", "tiny", "--requests", "16", "--max-tokens", "256",
-         "--set", "engine.args.num_gpu_blocks_override=65", "--json", str(report)],
+         "--set", "engine.args.num_gpu_blocks_override=65", "--expect-preemption", "--json", str(report)],
         cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     result = json.loads(report.read_text())
