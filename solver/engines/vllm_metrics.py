@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,3 +139,21 @@ class UsageSampler:
     @property
     def usage(self) -> Usage:
         return fold(self._baseline, self._readings)
+
+
+@contextlib.asynccontextmanager
+async def engine_usage(engine_name: str, report: Callable[[str], None],
+                       read: Callable[[], Reading] = read_vllm, interval_s: float = 0.5) -> AsyncIterator[None]:
+    """Around a run: samples and reports the usage line when the engine is vLLM in this process (its metrics
+    live here; a server's or a cluster's do not), does nothing otherwise. One poll costs a walk over vLLM's
+    metric registry (well under a millisecond), so 0.5 s keeps it off the event loop's budget."""
+    if engine_name != "vllm":
+        yield
+        return
+    sampler = UsageSampler(interval_s=interval_s, read=read)
+    try:
+        async with sampler:
+            yield
+    finally:
+        if sampler.usage.samples:
+            report(f"engine: {sampler.usage.line()}")

@@ -92,3 +92,34 @@ def test_a_kv_cache_too_small_preempts_and_loses_no_request(tmp_path: Path) -> N
     assert result["usage"]["preemptions"] > 0
     assert result["usage"]["kv_peak"] > 0.9
     assert "utilisation: KV cache peak" in done.stdout and "finished: 16/16" in done.stdout
+
+
+def test_engine_usage_reports_for_in_process_vllm_only() -> None:
+    lines: list[str] = []
+    polls: list[str] = []
+
+    def scripted() -> Reading:  # a double for vLLM's metrics
+        polls.append("poll")
+        return Reading(0.5, len(polls), 2, 0)
+
+    async def run(name: str) -> None:
+        async with vllm_metrics.engine_usage(name, lines.append, read=scripted, interval_s=0.01):
+            await asyncio.sleep(0.05)
+
+    asyncio.run(run("openai"))
+    assert lines == [] and polls == []  # a server's metrics are not in this process: nothing read, nothing said
+    asyncio.run(run("vllm"))
+    assert len(lines) == 1 and lines[0].startswith("engine: KV cache peak 50.0 %, preemptions ")
+
+
+def test_engine_usage_reports_when_the_run_fails_too() -> None:
+    lines: list[str] = []
+
+    async def run() -> None:
+        async with vllm_metrics.engine_usage("vllm", lines.append, read=lambda: Reading(1.0, 3, 1, 0),
+                                             interval_s=0.01):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(run())
+    assert lines == ["engine: KV cache peak 100.0 %, preemptions 0, running peak 1, waiting peak 0 (1 samples)"]  # the read on exit
