@@ -4,18 +4,20 @@ Each trial is a fresh Python process (imports included) that opens the preset's 
 (``solver.engines.vllm_async.open_vllm_engine``) and streams one token; the phases come from vLLM's own log
 lines (``solver.engines.startup_log``: weights, torch.compile / dynamo, profiling, CUDA graph capture, KV cache).
 
-Trials:
-  preset            the preset as configured, with the compile cache of the environment (``VLLM_CACHE_ROOT``)
-  --compare         three trials in one call, each in its own process:
-                      defaults  the preset without its start-up settings (vLLM's capture sizes), an empty cache
-                      cold      the preset, an empty compile cache (``--cache-dir``, default a new temp folder)
-                      warm      the preset again on the cache the cold trial filled
-                    and prints the ratios defaults/cold and defaults/warm.
+Trials (``--trials a,b,...``, each in its own process, in order; ``--compare`` = defaults,cold,warm):
+  preset    the preset as configured, with the compile cache of the environment (``VLLM_CACHE_ROOT``)
+  defaults  the preset without its start-up settings (vLLM's capture sizes) and an empty compile cache
+  cold      the preset with an empty compile cache (``--cache-dir``, default a new temp folder)
+  warm      the preset again on that cache (after cold, or in a later call with the same ``--cache-dir``)
+With defaults among them it prints the first-token ratios defaults/each other trial.
 
     python benchmarks/startup.py --preset tiny                    # CPU, eager: imports + load + KV cache
     python benchmarks/startup.py --preset tiny --compare --set engine.args.enforce_eager=false
     python benchmarks/startup.py --preset h100-gptoss --model $GPU_MODELS/dummy-gptoss-120b \\
         --set engine.args.load_format=dummy --compare --json startup.json
+    # the same split over two calls (each under 10 minutes) on one warm machine:
+    python benchmarks/startup.py ... --trials defaults,cold --cache-dir /root/vllm-cache
+    python benchmarks/startup.py ... --trials warm --cache-dir /root/vllm-cache
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from solver.engines.startup_log import StartupLog, parse_startup_log
 # The preset engine arguments that shape start-up only; the "defaults" trial sets them to None (vLLM's default).
 STARTUP_ARGS = ("max_cudagraph_capture_size", "cudagraph_capture_sizes")
 RESULT_TAG = "STARTUP_RESULT "
+TRIALS = ("preset", "defaults", "cold", "warm")
 
 
 @dataclass(frozen=True)
@@ -132,9 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--preset", default="tiny")
     p.add_argument("--model", default=None)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--compare", action="store_true", help="defaults vs preset (cold, then warm compile cache)")
-    p.add_argument("--cache-dir", default=None, help="the preset trials' VLLM_CACHE_ROOT (--compare: emptied "
-                   "first only if it does not exist; default a new temp folder)")
+    p.add_argument("--compare", action="store_true", help="the trials defaults,cold,warm")
+    p.add_argument("--trials", default="preset", help="comma-separated, run in order: " + ", ".join(TRIALS))
+    p.add_argument("--cache-dir", default=None, help="VLLM_CACHE_ROOT of the cold / warm trials (cold needs it "
+                   "empty or absent; default a new temp folder) and of the preset trial (default: the environment's)")
     p.add_argument("--log-dir", default=None, help="where each trial's full log goes (default a temp folder)")
     p.add_argument("--timeout", type=float, default=550.0, help="seconds per trial")
     p.add_argument("--json", default=None, help="write the trials here too")
@@ -154,23 +158,37 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    names = ["defaults", "cold", "warm"] if args.compare else args.trials.split(",")
+    unknown = sorted(set(names) - set(TRIALS))
+    if unknown:
+        print(f"error: unknown trial {unknown[0]!r} (choose from {', '.join(TRIALS)})", file=sys.stderr)
+        return 2
+    if "warm" in names and "cold" not in names[: names.index("warm")] and args.cache_dir is None:
+        print("error: the warm trial needs --cache-dir, or the cold trial before it", file=sys.stderr)
+        return 2
+    if "cold" in names and args.cache_dir and Path(args.cache_dir).exists() and any(Path(args.cache_dir).iterdir()):
+        print(f"error: the cold trial needs an empty --cache-dir; {args.cache_dir} holds files", file=sys.stderr)
+        return 2
     log_dir = Path(args.log_dir or tempfile.mkdtemp(prefix="startup-logs-"))
     log_dir.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="startup-cache-"))
+    cache = args.cache_dir or str(scratch / "preset")
     trials: list[Trial] = []
-    if args.compare:
-        scratch = Path(tempfile.mkdtemp(prefix="startup-cache-"))
-        defaults = [f"engine.args.{name}=null" for name in STARTUP_ARGS]
-        cache = args.cache_dir or str(scratch / "preset")
-        trials.append(run_trial("defaults", args, defaults, str(scratch / "defaults"), log_dir))
-        trials.append(run_trial("cold", args, [], cache, log_dir))
-        trials.append(run_trial("warm", args, [], cache, log_dir))
-    else:
-        trials.append(run_trial("preset", args, [], args.cache_dir, log_dir))
+    for name in names:
+        if name == "defaults":
+            nulls = [f"engine.args.{arg}=null" for arg in STARTUP_ARGS]
+            trials.append(run_trial(name, args, nulls, str(scratch / "defaults"), log_dir))
+        elif name in ("cold", "warm"):
+            trials.append(run_trial(name, args, [], cache, log_dir))
+        else:
+            trials.append(run_trial(name, args, [], args.cache_dir, log_dir))
     print(table(trials))
-    if args.compare:
-        base = trials[0].first_token_s
-        print(f"ratio first token defaults/cold = {base / trials[1].first_token_s:.2f}x, "
-              f"defaults/warm = {base / trials[2].first_token_s:.2f}x")
+    by_name = {t.name: t for t in trials}
+    if "defaults" in by_name:
+        base = by_name["defaults"].first_token_s
+        ratios = [f"defaults/{t.name} = {base / t.first_token_s:.2f}x" for t in trials if t.name != "defaults"]
+        if ratios:
+            print("ratio first token " + ", ".join(ratios))
     print(f"logs: {log_dir}")
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(t) for t in trials], indent=1))

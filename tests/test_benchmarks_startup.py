@@ -21,6 +21,26 @@ def test_a_bad_setting_fails_in_one_line_with_exit_2(script: str) -> None:
     assert done.stderr.strip().splitlines() == ["error: --set expects KEY=VALUE, got 'nokey'"]
 
 
+@pytest.mark.parametrize(("args", "message"), [
+    (["--trials", "preset,hot"], "error: unknown trial 'hot' (choose from preset, defaults, cold, warm)"),
+    (["--trials", "warm"], "error: the warm trial needs --cache-dir, or the cold trial before it"),
+])
+def test_bad_trials_fail_in_one_line_with_exit_2(args: list[str], message: str, tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "benchmarks/startup.py", "--preset", "tiny", *args,
+                           "--log-dir", str(tmp_path / "logs")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [message]
+    assert not (tmp_path / "logs").exists()  # nothing written
+
+
+def test_a_cold_trial_refuses_a_cache_that_holds_files(tmp_path: Path) -> None:
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "x").write_text("")
+    done = subprocess.run([sys.executable, "benchmarks/startup.py", "--preset", "tiny", "--compare", "--cache-dir",
+                           str(tmp_path / "cache")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "needs an empty --cache-dir" in done.stderr
+
+
 @pytest.mark.engine
 def test_a_startup_trial_times_first_token_and_reads_the_kv_cache_line(tmp_path: Path) -> None:
     report = tmp_path / "startup.json"
