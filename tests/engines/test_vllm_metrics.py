@@ -144,4 +144,6 @@ def test_a_solve_run_under_kv_pressure_logs_every_repetition_and_reports_preempt
     records = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     reps = [r for r in records if r["type"] == "repetition"]
     for problem in ("p1", "p2"):
-        assert sorted(r["repetition"] for r in reps if r["problem_id"] == problem) == list(range(16))
+        assert sorted(r["index"] for r in reps if r["problem_id"] == problem) == list(range(16))
+    # every turn ran to its token limit (ignore_eos): preempted sequences were recomputed, none failed
+    assert {r["status"] for r in reps} == {"length"} and not any(r["error"] for r in reps)
