@@ -174,14 +174,20 @@ def main(argv: list[str] | None = None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="startup-cache-"))
     cache = args.cache_dir or str(scratch / "preset")
     trials: list[Trial] = []
-    for name in names:
-        if name == "defaults":
-            nulls = [f"engine.args.{arg}=null" for arg in STARTUP_ARGS]
-            trials.append(run_trial(name, args, nulls, str(scratch / "defaults"), log_dir))
-        elif name in ("cold", "warm"):
-            trials.append(run_trial(name, args, [], cache, log_dir))
-        else:
-            trials.append(run_trial(name, args, [], args.cache_dir, log_dir))
+    try:
+        for name in names:
+            if name == "defaults":
+                nulls = [f"engine.args.{arg}=null" for arg in STARTUP_ARGS]
+                trials.append(run_trial(name, args, nulls, str(scratch / "defaults"), log_dir))
+            elif name in ("cold", "warm"):
+                trials.append(run_trial(name, args, [], cache, log_dir))
+            else:
+                trials.append(run_trial(name, args, [], args.cache_dir, log_dir))
+    except SystemExit as failed:  # a trial failed: the ones before it were measured, keep them
+        if trials:
+            print(table(trials))
+        print(failed.code, file=sys.stderr)
+        return 1
     print(table(trials))
     by_name = {t.name: t for t in trials}
     if "defaults" in by_name:

@@ -52,3 +52,10 @@ def test_a_startup_trial_times_first_token_and_reads_the_kv_cache_line(tmp_path:
     assert 0 < trial["ready_s"] <= trial["first_token_s"]
     assert trial["log"]["kv_cache_tokens"] > 0 and trial["log"]["weights_s"] is not None
     assert "first tok" in done.stdout
+
+
+def test_a_trial_past_its_limit_is_ended_with_its_process_group_and_reported(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "benchmarks/startup.py", "--preset", "tiny", "--timeout", "1",
+                           "--log-dir", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert f"error: trial preset ran past 1.0 s; log in {tmp_path / 'startup-preset.log'}" in done.stderr
