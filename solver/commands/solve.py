@@ -103,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _solve(config: Any, problems: Any, run_dir: Path, resume: bool, progress: Any) -> Any:
+    from solver.engines.vllm_metrics import engine_usage
     from solver.loop.run import solve_run
 
     task = asyncio.current_task()
@@ -111,7 +112,9 @@ async def _solve(config: Any, problems: Any, run_dir: Path, resume: bool, progre
         # SIGTERM ends the run like Ctrl-C: cancellation runs every cleanup (engine shutdown, sandbox kill).
         loop.add_signal_handler(signal.SIGTERM, task.cancel)
     try:
-        return await solve_run(config, problems, run_dir, resume=resume, on_event=progress)
+        # The engine's KV cache peak and preemptions over the run, on stderr (in-process vLLM only).
+        async with engine_usage(config.engine.name, lambda line: print(line, file=sys.stderr)):
+            return await solve_run(config, problems, run_dir, resume=resume, on_event=progress)
     except asyncio.CancelledError:
         raise KeyboardInterrupt from None
 

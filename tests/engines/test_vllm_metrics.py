@@ -1,0 +1,149 @@
+"""The memory-pressure sampler: readings from vLLM's own metric records, the fold over a run, the sampler's
+control flow (with a scripted metrics source, a double), and the real CPU engine under a KV cache too small for
+its requests (marker ``engine``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from solver.engines import vllm_metrics
+from solver.engines.vllm_metrics import Reading, Usage, UsageSampler, fold, reading
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_reading_takes_vllms_own_metric_records() -> None:
+    from vllm.v1.metrics.reader import Counter, Gauge, Histogram
+
+    labels = {"model_name": "m", "engine": "0"}
+    records = [
+        Gauge(name="vllm:kv_cache_usage_perc", labels=labels, value=0.625),
+        Counter(name="vllm:num_preemptions", labels=labels, value=4),
+        Gauge(name="vllm:num_requests_running", labels=labels, value=12.0),
+        Gauge(name="vllm:num_requests_waiting", labels=labels, value=3.0),
+        Histogram(name="vllm:request_num_preemptions", labels=labels, count=2, sum=4.0, buckets={}),
+        Counter(name="vllm:generation_tokens", labels=labels, value=999),
+    ]
+    assert reading(records) == Reading(kv_usage=0.625, preemptions=4, running=12, waiting=3)
+
+
+def test_the_names_read_are_the_ones_the_installed_vllm_registers() -> None:
+    import inspect
+
+    from vllm.v1.metrics import loggers
+
+    source = inspect.getsource(loggers)
+    for name in (vllm_metrics.KV_USAGE, vllm_metrics.PREEMPTIONS, vllm_metrics.RUNNING, vllm_metrics.WAITING):
+        assert f'"{name}"' in source, name
+
+
+@pytest.mark.parametrize(("readings", "expected"), [
+    # peak kept though usage fell; preemptions counted from the baseline's 5
+    ([Reading(0.3, 5, 4, 0), Reading(0.99, 8, 16, 6), Reading(0.2, 11, 2, 0)],
+     Usage(0.99, 0.2, 6, 16, 6, 3)),
+    # no pressure: nothing preempted
+    ([Reading(0.1, 5, 1, 0)], Usage(0.1, 0.1, 0, 1, 0, 1)),
+])
+def test_fold_regression_table(readings: list[Reading], expected: Usage) -> None:
+    assert fold(Reading(0.0, 5, 0, 0), readings) == expected
+
+
+def test_sampler_polls_while_the_run_goes_on_and_reads_once_more_at_the_end() -> None:
+    script = iter([Reading(0.0, 2, 0, 0),  # baseline, on entry
+                   Reading(0.5, 2, 8, 0), Reading(1.0, 3, 8, 4), Reading(0.7, 6, 8, 2)])
+    last = Reading(0.0, 9, 0, 0)
+    calls = []
+
+    def scripted() -> Reading:  # a double for vLLM's metrics: the sequence a run under pressure produces
+        r = next(script, last)
+        calls.append(r)
+        return r
+
+    async def run() -> Usage:
+        sampler = UsageSampler(interval_s=0.01, read=scripted)
+        async with sampler:
+            await asyncio.sleep(0.2)
+        return sampler.usage
+
+    usage = asyncio.run(run())
+    assert usage.kv_peak == 1.0 and usage.kv_last == 0.0
+    assert usage.preemptions == 7  # 9 at the end minus 2 before the run
+    assert usage.running_peak == 8 and usage.waiting_peak == 4
+    assert usage.samples == len(calls) - 1  # every poll but the baseline
+
+
+@pytest.mark.engine
+def test_a_kv_cache_too_small_preempts_and_loses_no_request(tmp_path: Path) -> None:
+    report = tmp_path / "pressure.json"
+    # 16 requests x (64 + 256) tokens = 5120 tokens wanted at once; the cache holds 64 blocks x 32 tokens = 2048.
+    done = subprocess.run(
+        [sys.executable, "benchmarks/pressure.py", "--preset", "tiny", "--requests", "16", "--max-tokens", "256",
+         "--set", "engine.args.num_gpu_blocks_override=65", "--expect-preemption", "--json", str(report)],
+        cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    result = json.loads(report.read_text())
+    assert result["lost"] == 0 and result["left"] == 0
+    assert result["usage"]["preemptions"] > 0
+    assert result["usage"]["kv_peak"] > 0.9
+    assert "utilisation: KV cache peak" in done.stdout and "finished: 16/16" in done.stdout
+
+
+def test_engine_usage_reports_for_in_process_vllm_only() -> None:
+    lines: list[str] = []
+    polls: list[str] = []
+
+    def scripted() -> Reading:  # a double for vLLM's metrics
+        polls.append("poll")
+        return Reading(0.5, len(polls), 2, 0)
+
+    async def run(name: str) -> None:
+        async with vllm_metrics.engine_usage(name, lines.append, read=scripted, interval_s=0.01):
+            await asyncio.sleep(0.05)
+
+    asyncio.run(run("openai"))
+    assert lines == [] and polls == []  # a server's metrics are not in this process: nothing read, nothing said
+    asyncio.run(run("vllm"))
+    assert len(lines) == 1 and lines[0].startswith("engine: KV cache peak 50.0 %, preemptions ")
+
+
+def test_engine_usage_reports_when_the_run_fails_too() -> None:
+    lines: list[str] = []
+
+    async def run() -> None:
+        async with vllm_metrics.engine_usage("vllm", lines.append, read=lambda: Reading(1.0, 3, 1, 0),
+                                             interval_s=0.01):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(run())
+    assert lines == ["engine: KV cache peak 100.0 %, preemptions 0, running peak 1, waiting peak 0 (1 samples)"]  # the read on exit
+
+
+@pytest.mark.engine
+def test_a_solve_run_under_kv_pressure_logs_every_repetition_and_reports_preemptions(tmp_path: Path) -> None:
+    data = tmp_path / "two.csv"
+    data.write_text("id,problem,answer\np1,What is 12 times 7?,84\np2,What is 1 + 2 + ... + 10?,55\n")
+    out = tmp_path / "run"
+    # 16 repetitions x up to (prompt + 192) tokens at once, every turn its full length (ignore_eos), into a cache
+    # of 32 blocks x 32 tokens = 1024 tokens (the least that holds one max_model_len request).
+    done = subprocess.run(
+        [sys.executable, "-m", "solver", "solve", str(data), "--preset", "tiny", "--out", str(out),
+         "--set", "solve.reps=16", "--set", "solve.workers=16", "--set", "engine.args.max_model_len=1024",
+         "--set", "engine.args.num_gpu_blocks_override=33", "--set", "sampling.extra={ignore_eos: true}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    [usage] = [line for line in done.stderr.splitlines() if line.startswith("engine: KV cache peak")]
+    preemptions = int(usage.split("preemptions ")[1].split(",")[0])
+    assert preemptions > 0, usage
+    records = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    reps = [r for r in records if r["type"] == "repetition"]
+    for problem in ("p1", "p2"):
+        assert sorted(r["index"] for r in reps if r["problem_id"] == problem) == list(range(16))
+    # every turn ran to its token limit (ignore_eos): preempted sequences were recomputed, none failed
+    assert {r["status"] for r in reps} == {"length"} and not any(r["error"] for r in reps)
