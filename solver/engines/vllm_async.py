@@ -196,7 +196,7 @@ class VllmSession:
         self._inputs.put_nowait(cls(prompt=TokensPrompt(prompt_token_ids=ids[len(self._held):]),
                                     sampling_params=params))
         self.turns += 1
-        outputs, generated, finished = self._outputs, [], False
+        outputs, generated, finished, held = self._outputs, [], False, len(self._held)
         try:
             async for delta in _deltas(_Borrowed(outputs), request.logprobs or 0):
                 generated.extend(delta.token_ids)
@@ -204,12 +204,12 @@ class VllmSession:
                     finished = True
                     if delta.finish_reason in ("stop", "length") and generated:
                         self._held = ids + generated[:-1]
-                        yield replace_prompt_tokens(delta, len(ids))
+                        yield replace_prompt_tokens(delta, len(ids), held)
                     else:
                         await self._end(abort=True)
                         yield delta
                     return
-                yield replace_prompt_tokens(delta, len(ids))
+                yield replace_prompt_tokens(delta, len(ids), held)
             finished = True
             await self._end(abort=True)
             yield Delta(text="", token_ids=(), finish_reason="error", error="engine stream ended without finishing")
@@ -240,9 +240,13 @@ class _Borrowed:
         return await self.inner.__anext__()
 
 
-def replace_prompt_tokens(delta: Delta, prompt_tokens: int) -> Delta:
-    """A session turn's prompt is the whole context, not the chunk vLLM saw as this turn's input."""
-    return dataclasses.replace(delta, prompt_tokens=prompt_tokens) if delta.prompt_tokens is not None else delta
+def replace_prompt_tokens(delta: Delta, prompt_tokens: int, held: int) -> Delta:
+    """A session turn's prompt is the whole context, not the chunk vLLM saw as this turn's input; of it, the
+    ``held`` tokens the engine kept from earlier turns were not computed again (as a prefix-cache hit would be)."""
+    if delta.prompt_tokens is None:
+        return delta
+    return dataclasses.replace(delta, prompt_tokens=prompt_tokens,
+                               cached_tokens=held if held else delta.cached_tokens)
 
 
 def engine_args(config: Config, model: str) -> Any:
