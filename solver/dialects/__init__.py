@@ -10,7 +10,8 @@ from solver.config import Config, ConfigError
 from solver.dialects.base import Dialect, Dialogue, Prompt, Reading, Stops, TurnOutput
 from solver.types import Tokenizer
 
-__all__ = ["Dialect", "Dialogue", "Prompt", "Reading", "Stops", "TurnOutput", "make_dialect", "DIALECTS"]
+__all__ = ["Dialect", "Dialogue", "Prompt", "Reading", "Stops", "TurnOutput", "make_dialect", "check_dialect",
+           "DIALECTS"]
 
 # name -> "module:factory(config, tokenizer) -> Dialect"
 DIALECTS: dict[str, str] = {
@@ -33,3 +34,23 @@ def make_dialect(config: Config, tokenizer: Tokenizer | None) -> Dialect:
         raise ConfigError(f"unknown dialect {config.prompt.dialect!r} (choose from {', '.join(sorted(DIALECTS))})")
     module_name, function = target.split(":")
     return getattr(importlib.import_module(module_name), function)(config, tokenizer)
+
+
+def check_dialect(config: Config) -> None:
+    """Before a run starts anything heavy: harmony's vocabulary is there offline; hermes gets a local model's
+    tokenizer whose chat template renders tools. ConfigError (one line) otherwise."""
+    if config.prompt.dialect == "harmony":
+        from solver.dialects.vocabulary import check_vocabulary
+
+        check_vocabulary()
+    elif config.prompt.dialect == "hermes" and config.engine.name in ("vllm", "openai"):
+        from pathlib import Path
+
+        from solver.tiny_model import resolve_model
+
+        model = Path(resolve_model(config.engine.model)) if config.engine.name == "vllm" or config.engine.model \
+            else None
+        if model is not None and (model / "config.json").is_file():  # a hub id or a remote model: checked later
+            from transformers import AutoTokenizer
+
+            make_dialect(config, AutoTokenizer.from_pretrained(str(model)))

@@ -26,10 +26,11 @@ from solver.types import Clock, Engine, Problem, ProblemResult, Sandbox
 
 
 def check_runnable(config: Config) -> None:
-    """Every part the config names exists (voter, stoppers, prompt template, engine, model path).
+    """Every part the config names exists (voter, stoppers, prompt template, dialect, engine, model path).
 
     Raises ConfigError or ModelError with a one-line message, before anything is written or started.
     """
+    from solver.dialects import check_dialect
     from solver.engines import factory_path
     from solver.loop.prompts import Template
     from solver.core.stopping import make_stopper
@@ -39,10 +40,7 @@ def check_runnable(config: Config) -> None:
     make_voter(config.vote, config.answers)
     make_stopper(config.stop, config.solve.reps)
     Template.load(config.prompt.template)
-    if config.prompt.dialect == "harmony":
-        from solver.dialects.vocabulary import check_vocabulary
-
-        check_vocabulary()
+    check_dialect(config)  # harmony's vocabulary offline; a chat template that declares hermes's tool
     factory_path(config.engine.name)
     if config.engine.name == "vllm":
         resolve_model(config.engine.model)  # a missing model path fails here

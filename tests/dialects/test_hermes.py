@@ -78,3 +78,11 @@ def test_hermes_needs_a_tokenizer_whose_template_renders_tools(tokenizer):
     plain = AutoTokenizer.from_pretrained(str(ensure_tiny_model()))  # SmolLM2's own template ignores tools
     with pytest.raises(ConfigError, match="does not render tools"):
         make_dialect(config(), plain)
+
+
+def test_qwen3_preset_on_a_model_whose_template_ignores_tools_is_a_one_line_error_before_the_run():
+    from solver.loop.run import check_runnable
+
+    with pytest.raises(ConfigError, match="does not render tools") as caught:
+        check_runnable(load_config("qwen3"))  # no --model: the tiny model, whose template has no tools
+    assert "\n" not in str(caught.value)

@@ -254,3 +254,17 @@ def test_scripted_engine_requests_carry_sampling_extra_and_launch_order_priority
     assert all(len(p) == 1 for p in by_rep.values())  # both turns of a repetition share it
     assert sorted(p.pop() for p in by_rep.values()) == list(range(6))
     assert {r.priority for r in engine.requests if r.problem_id == "p2"} == {3, 4, 5}
+
+
+def test_scripted_engine_repetition_confidence_is_the_core_window_also_for_short_traces():
+    """The loop's online window is core.stopping.ConfidenceWindow: a repetition shorter than one window gets its
+    mean as its group confidence (as lowest_group_confidence says offline), not None; a longer one the lowest
+    full-window mean."""
+    from solver.core.stopping import lowest_group_confidence
+
+    for window in (8, 100):  # 41 tokens: several windows of 8, less than one of 100
+        engine = ConfidentScriptedEngine(lambda r: "")
+        cfg = config(**{"sampling.logprobs": 5, "stop.confidence_window": window})
+        rep = run(run_repetition(PROBLEM, 0, engine=engine, sandbox=ScriptedSandbox(printed("")),
+                                 dialect=builder(cfg), config=cfg))
+        assert rep.turns[0].tail_confidence == pytest.approx(lowest_group_confidence([5.0] * 41, window))
