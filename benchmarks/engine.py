@@ -28,10 +28,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from types import SimpleNamespace
 
 from solver.commands.common import parse_overrides
 from solver.config import Config, load_config
@@ -39,7 +42,7 @@ from solver.datasets import load_problems
 from solver.dialects import TurnOutput, make_dialect
 from solver.loop.repetition import repetition_seed
 from solver.types import GenerationRequest, Problem
-from workload import Profile, TracedEngine, make_plans
+from workload import Profile, TracedEngine, make_plans, make_script
 
 # A nudge so the tiny model writes code often enough to exercise the sandbox path.
 CODE_HINT = " Write a short Python program that prints the answer."
@@ -57,10 +60,82 @@ class Measure:
     mean_held: float | None = None  # requests the engine held (running or waiting), time-averaged
     cached_share: float | None = None  # of continued turns' prompt tokens, the share the prefix cache served
     lengths: dict[tuple[str, int], int] | None = None  # generated tokens per (problem, repetition)
+    cpu_ms_per_1k: float | None = None  # main-process CPU per 1,000 generated tokens (all its threads)
+    ours_ms_per_1k: float | None = None  # of which the solver's own streaming code (Meter)
+    streamed_turns: int | None = None  # turns served by a streaming-input request (continued, not re-admitted)
 
     @property
     def tps(self) -> float:
         return self.tokens / self.seconds if self.seconds else 0.0
+
+
+class Meter:
+    """CPU the solver's own streaming code spends per delta, apart from vLLM's front end in the same thread.
+
+    Two hooks, measuring only stretches that never suspend (so no other task's CPU is counted): the adapter
+    (``vllm_async`` turning a ``RequestOutput`` into a ``Delta``, plus the trace's pass-through) runs from the
+    moment vLLM's ``generate`` yields an output to the moment the repetition receives the delta; the consumer
+    (``repetition._generate``: joins, confidence window, answer watch) runs from there until it asks for the next
+    delta. ``time.thread_time`` is the clock (the event loop is one thread)."""
+
+    marks: dict[object, float] = {}  # per task: when vLLM's generate last yielded (shared by every Meter)
+
+    def __init__(self) -> None:
+        self.ours = 0.0  # seconds
+
+    @staticmethod
+    def hook_engine(vllm_engine) -> None:
+        """Wrap the in-process engine's ``AsyncLLM.generate`` (an instance attribute shadows the method)."""
+        llm, marks = vllm_engine._llm, Meter.marks
+        inner = llm.generate
+
+        async def generate(*args, **kwargs):
+            async with contextlib.aclosing(inner(*args, **kwargs)) as outputs:
+                async for out in outputs:
+                    marks[asyncio.current_task()] = time.thread_time()
+                    yield out
+
+        llm.generate = generate
+
+    def wrap(self, stream):
+        """Wrap the stream the repetition consumes."""
+        meter = self
+
+        async def metered(request):
+            task = asyncio.current_task()
+            async with contextlib.aclosing(stream(request)) as deltas:
+                async for delta in deltas:
+                    now = time.thread_time()
+                    mark = meter.marks.pop(task, None)
+                    if mark is not None:
+                        meter.ours += now - mark
+                    yield delta
+                    meter.ours += time.thread_time() - now  # the consumer's work on this delta
+
+        return metered
+
+
+class MeteredEngine:
+    """The engine as the repetition sees it, each stream (and each session's stream) through a ``Meter``."""
+
+    def __init__(self, inner, meter: Meter, streaming: bool) -> None:
+        self.inner, self.meter, self.streaming = inner, meter, streaming
+        self.name, self.tokenizer = inner.name, inner.tokenizer
+        self.stream = meter.wrap(inner.stream)
+        self.sessions: list = []
+
+    def running_requests(self) -> int:
+        return self.inner.running_requests()
+
+    def session(self):
+        make = getattr(self.inner, "session", None)
+        session = make() if self.streaming and callable(make) else None
+        if session is None:
+            return None
+        self.sessions.append(session)
+        meter = self.meter
+
+        return SimpleNamespace(stream=meter.wrap(session.stream), close=session.close)
 
 
 class IdleSampler:
@@ -103,13 +178,29 @@ def cached_share(reps) -> float | None:
     return sum(t.cached_tokens for t in later) / prompt if prompt else None
 
 
-async def pipeline(config: Config, problems: list[Problem], engine, sandbox, *, together: bool = True) -> Measure:
+def decoded_tokens(engine, reps) -> dict[tuple[str, int], int]:
+    """Tokens the engine really decoded per (problem, repetition): the trace's count (its scripted endings are
+    reported as generated but never decoded), else what the repetitions record."""
+    traced = getattr(engine, "decoded", None)
+    if traced is not None:
+        return {(r.problem_id, r.index): traced.get((r.problem_id, r.index), 0) for r in reps}
+    return {(r.problem_id, r.index): r.generated_tokens for r in reps}
+
+
+async def pipeline(config: Config, problems: list[Problem], engine, sandbox, *, together: bool = True,
+                   streaming: bool = False, name: str | None = None) -> Measure:
     """The solver's own loop; ``together`` solves the problems at once (``solve.parallel_problems``), else one
-    after another as the Kaggle gateway serves them."""
+    after another as the Kaggle gateway serves them; ``streaming`` continues each repetition in one
+    streaming-input request (``engine.streaming_input``)."""
     from solver.loop.problem import ProblemSolver
 
+    config = replace(config, engine=replace(config.engine, streaming_input=streaming))
     reps = []
-    solver = ProblemSolver(config, engine, sandbox, on_repetition=reps.append)
+    meter = Meter()
+    metered = MeteredEngine(engine, meter, streaming)
+    if hasattr(engine, "decoded"):
+        engine.decoded.clear()
+    solver = ProblemSolver(config, metered, sandbox, on_repetition=reps.append)
     cpu0, t0 = time.process_time(), time.perf_counter()
     with IdleSampler(engine) as sampler:
         if together:
@@ -118,11 +209,14 @@ async def pipeline(config: Config, problems: list[Problem], engine, sandbox, *, 
             for problem in problems:
                 await solver.solve(problem)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-    name = "(b) pipeline" if together else "(b1) one by one"
-    return Measure(name, seconds, sum(r.generated_tokens for r in reps), len(reps),
+    name = name or ("(b) pipeline" if together else "(b1) one by one")
+    lengths = decoded_tokens(engine, reps)
+    tokens = sum(lengths.values())
+    return Measure(name, seconds, tokens, len(reps),
                    sum(len(r.executions) for r in reps), 1000 * cpu / max(1, len(reps)), sampler.share,
-                   sampler.mean_held, cached_share(reps),
-                   lengths={(r.problem_id, r.index): r.generated_tokens for r in reps})
+                   sampler.mean_held, cached_share(reps), lengths=lengths,
+                   cpu_ms_per_1k=1e6 * cpu / max(1, tokens), ours_ms_per_1k=1e6 * meter.ours / max(1, tokens),
+                   streamed_turns=sum(getattr(x, "turns", 0) for x in metered.sessions) if streaming else None)
 
 
 async def rounds(config: Config, problems: list[Problem], engine, sandbox) -> Measure:
@@ -136,6 +230,8 @@ async def rounds(config: Config, problems: list[Problem], engine, sandbox) -> Me
                  for i in range(config.solve.reps)]
     tokens = executions = 0
     sequences = len(live)
+    if hasattr(engine, "decoded"):
+        engine.decoded.clear()
 
     async def one(state: dict, turn: int) -> TurnOutput:
         problem = state["problem"]
@@ -179,21 +275,26 @@ async def rounds(config: Config, problems: list[Problem], engine, sandbox) -> Me
             live = nxt  # ... then continue all
             if not live:
                 break
+    if hasattr(engine, "decoded"):
+        tokens = sum(engine.decoded.values())
     return Measure("(c) rounds", time.perf_counter() - t0, tokens, sequences, executions,
                    idle_share=sampler.share, mean_held=sampler.mean_held)
 
 
-def raw(config: Config, problems: list[Problem], model: str, lengths: dict[tuple[str, int], int]) -> Measure:
+def raw(config: Config, problems: list[Problem], model: str, lengths: dict[tuple[str, int], int],
+        traced: bool) -> Measure:
     """Offline ``LLM.generate`` over the same first prompts and seeds, one request per repetition, each made to
     generate exactly as many tokens as that repetition generated in the pipeline (same sequences, same token
-    volume: what the engine alone needs for the work the pipeline did)."""
+    volume: what the engine alone needs for the work the pipeline did), drawn among the trace's words when the
+    pipeline's were."""
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
     llm = LLM(model=model, **{"seed": config.sampling.seed, **config.engine.args})
     try:
-        tokenizer = llm.get_tokenizer()
+        tokenizer = None if config.engine.args.get("skip_tokenizer_init") else llm.get_tokenizer()
         dialect = make_dialect(config, tokenizer)
+        words = list(make_script(config.prompt.dialect, tokenizer).words) if traced else None
         prompts, params = [], []
         s = config.sampling
         for problem in problems:
@@ -203,8 +304,8 @@ def raw(config: Config, problems: list[Problem], model: str, lengths: dict[tuple
                 if n <= 0:
                     continue
                 prompts.append(TokensPrompt(prompt_token_ids=ids))
-                params.append(SamplingParams(max_tokens=n, min_tokens=n, ignore_eos=True,
-                                             temperature=s.temperature, top_p=s.top_p,
+                params.append(SamplingParams(max_tokens=n, min_tokens=n, ignore_eos=True, allowed_token_ids=words,
+                                             temperature=s.temperature, top_p=s.top_p, logprobs=s.logprobs,
                                              seed=repetition_seed(s.seed, problem.id, index)))
         t0 = time.perf_counter()
         outs = llm.generate(prompts, params, use_tqdm=False)
@@ -217,22 +318,33 @@ def raw(config: Config, problems: list[Problem], model: str, lengths: dict[tuple
 
 
 async def in_process(config: Config, problems: list[Problem], profile: Profile | None) -> list[Measure]:
+    """(b) a request per turn, (bs) one streaming-input request per repetition (when the installed vLLM has
+    them), (b1) one problem at a time (the config's ``engine.streaming_input``), (c) synchronous rounds."""
     from solver.engines import open_engine
+    from solver.engines.vllm_compat import streaming_input_class
     from solver.sandbox.pool import create_sandbox
 
     sandbox = create_sandbox(config.sandbox)
     await sandbox.start()
     engine = await open_engine(config)
+    meterable = hasattr(engine, "_llm")
+    if meterable:
+        Meter.hook_engine(engine)
     if profile is not None:
         plans = make_plans([p.id for p in problems], config.solve.reps, profile, seed=config.sampling.seed)
-        engine = TracedEngine(engine, plans, profile.kind)
+        engine = TracedEngine(engine, plans, profile.kind, make_script(config.prompt.dialect, engine.tokenizer))
     try:
         # Warm-up: the first requests pay one-off costs that neither contender should carry.
-        await pipeline(replace(config, solve=replace(config.solve, reps=2, workers=2)), problems[:1], engine, sandbox)
-        b = await pipeline(config, problems, engine, sandbox)
-        b1 = await pipeline(config, problems, engine, sandbox, together=False)
-        c = await rounds(config, problems, engine, sandbox)
-        return [b, b1, c]
+        warm = replace(config, solve=replace(config.solve, reps=2, workers=2))
+        await pipeline(warm, problems[:1], engine, sandbox)
+        out = [await pipeline(config, problems, engine, sandbox, name="(b) pipeline")]
+        if streaming_input_class() is not None:
+            await pipeline(warm, problems[:1], engine, sandbox, streaming=True)
+            out.append(await pipeline(config, problems, engine, sandbox, streaming=True, name="(bs) streaming"))
+        out.append(await pipeline(config, problems, engine, sandbox, together=False,
+                                  streaming=config.engine.streaming_input))
+        out.append(await rounds(config, problems, engine, sandbox))
+        return out
     finally:
         await engine.close()
         await sandbox.close()
@@ -240,65 +352,112 @@ async def in_process(config: Config, problems: list[Problem], profile: Profile |
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpu", action="store_true",
+                        help="GPU-shaped run: preset h100 (unless --preset), 4 problems x 16 repetitions, up to 4 "
+                             "turns of at most 1024 tokens, programs a median 2 s, 8 sandbox workers")
     parser.add_argument("--workload", choices=("trace", "model"), default="trace")
-    parser.add_argument("--problems", type=int, default=2)
+    parser.add_argument("--problems", type=int, default=None, help="default 2 (--gpu: 4)")
     parser.add_argument("--reps", type=int, default=16)
     parser.add_argument("--workers", type=int, default=None, help="default: --reps")
-    parser.add_argument("--max-tokens", type=int, default=96, help="per request")
-    parser.add_argument("--total-tokens", type=int, default=None, help="per repetition (default: turns x 96)")
+    parser.add_argument("--max-tokens", type=int, default=None, help="per request (default 96, --gpu: 1024)")
+    parser.add_argument("--total-tokens", type=int, default=None, help="per repetition (default: turns x max-tokens)")
     parser.add_argument("--turns", type=int, default=None, help="at most (default: trace 4, model 2)")
-    parser.add_argument("--code-median", type=float, default=0.5, help="trace: median program seconds")
+    parser.add_argument("--code-median", type=float, default=None,
+                        help="trace: median program seconds (default 0.5, --gpu: 2)")
     parser.add_argument("--code-sigma", type=float, default=1.0, help="trace: log-normal spread of program time")
     parser.add_argument("--code-kind", choices=("sleep", "spin"), default="sleep",
                         help="trace: programs wait (code on other cores, as beside a GPU) or compute here")
-    parser.add_argument("--sandbox-workers", type=int, default=3,
-                        help="trace: snippets at once; 3 = the pool a 4-core Kaggle GPU machine gets (cores - 1)")
-    parser.add_argument("--preset", default="tiny")
+    parser.add_argument("--sandbox-workers", type=int, default=None,
+                        help="trace: snippets at once (default 3 = the pool a 4-core Kaggle GPU machine gets; "
+                             "--gpu: 8)")
+    parser.add_argument("--preset", default=None, help="default tiny (--gpu: h100; h100-gptoss speaks harmony)")
+    parser.add_argument("--model", default=None, help="engine.model: a local path or hub id")
     parser.add_argument("--quick", action="store_true", help="1 problem x 8 repetitions, 48 tokens per turn")
+    parser.add_argument("--json", type=Path, default=None, help="also write the numbers to this JSON file")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="config override for every contender, e.g. --set engine.args.stream_interval=8")
     args = parser.parse_args(argv)
+    problems_n = args.problems or (4 if args.gpu else 2)
+    max_tokens = args.max_tokens or (1024 if args.gpu else 96)
+    code_median = args.code_median if args.code_median is not None else (2.0 if args.gpu else 0.5)
+    sandbox_workers = args.sandbox_workers or (8 if args.gpu else 3)
+    preset = args.preset or ("h100" if args.gpu else "tiny")
     if args.quick:
-        args.problems, args.reps, args.max_tokens = 1, 8, 48
+        problems_n, args.reps, max_tokens = 1, 8, 48
     turns = args.turns or (4 if args.workload == "trace" else 2)
-    total = args.total_tokens or turns * args.max_tokens
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    total = args.total_tokens or turns * max_tokens
+    if args.json is not None and not args.json.parent.is_dir():
+        parser.error(f"--json: no folder {args.json.parent}")
+    if not args.gpu:
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     overrides = {"solve.reps": args.reps, "solve.workers": args.workers or args.reps,
-                 "sampling.max_tokens": args.max_tokens, "sampling.max_total_tokens": total,
+                 "sampling.max_tokens": max_tokens, "sampling.max_total_tokens": total,
                  "sampling.max_turns": turns}
+    if args.model:
+        overrides["engine.model"] = args.model
     if args.workload == "trace":  # each program runs alone: accumulated programs would repeat earlier waits
         overrides.update({"sandbox.code_mode": "newest", "stop.stoppers": [], "stop.first_answer": False})
         if args.code_kind == "sleep":  # waiting programs use no core: size the pool as beside a GPU
-            overrides["sandbox.workers"] = args.sandbox_workers
-    config = load_config(args.preset, overrides={**parse_overrides(args.overrides), **overrides})
+            overrides["sandbox.workers"] = sandbox_workers
+    try:
+        config = load_config(preset, overrides={**parse_overrides(args.overrides), **overrides})
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.workload == "trace" and config.prompt.dialect not in ("fences", "harmony"):
+        parser.error(f"the trace workload speaks fences or harmony, not {config.prompt.dialect}")
     profile = None
     if args.workload == "trace":
-        profile = Profile(max_turns=turns, max_tokens=args.max_tokens, total_tokens=total,
-                          code_median_s=args.code_median, code_sigma=args.code_sigma, kind=args.code_kind)
-        print(f"workload: trace, up to {turns} turns of at most {args.max_tokens} tokens ({total} per repetition), "
-              f"programs {args.code_kind} a median {args.code_median} s (sigma {args.code_sigma}, "
-              f"killed at {config.sandbox.timeout_s} s, {config.sandbox.workers or 'auto'} at once)")
+        profile = Profile(max_turns=turns, max_tokens=max_tokens, total_tokens=total,
+                          code_median_s=code_median, code_sigma=args.code_sigma, kind=args.code_kind)
+        print(f"workload: trace ({config.prompt.dialect}), {problems_n} problems x {args.reps} repetitions, up to "
+              f"{turns} turns of at most {max_tokens} tokens ({total} per repetition), programs {args.code_kind} "
+              f"a median {code_median} s (sigma {args.code_sigma}, killed at {config.sandbox.timeout_s} s, "
+              f"{config.sandbox.workers or 'auto'} at once), logprobs {config.sampling.logprobs}")
     else:
-        print(f"workload: model, up to {turns} turns of at most {args.max_tokens} tokens ({total} per repetition)")
-    problems = [replace(p, text=p.text + CODE_HINT) for p in load_problems("demo", limit=args.problems)]
+        print(f"workload: model, {problems_n} problems x {args.reps} repetitions, up to {turns} turns of at most "
+              f"{max_tokens} tokens ({total} per repetition), logprobs {config.sampling.logprobs}")
+    problems = [replace(p, text=p.text + CODE_HINT) for p in load_problems("demo", limit=problems_n)]
     from solver.tiny_model import resolve_model
 
     model = resolve_model(config.engine.model)
-    b, b1, c = asyncio.run(in_process(config, problems, profile))
-    a = raw(config, problems, model, b.lengths or {})
-    print(f"{'contender':<16}{'seqs':>6}{'tokens':>8}{'seconds':>9}{'tok/s':>8}{'execs':>7}{'cpu ms/rep':>11}"
-          f"{'engine idle':>12}{'held':>6}{'cached':>8}")
-    for m in (a, b, b1, c):
-        cpu = f"{m.cpu_ms_per_rep:.1f}" if m.cpu_ms_per_rep is not None else "-"
+    measures = asyncio.run(in_process(config, problems, profile))
+    b = measures[0]
+    a = raw(config, problems, model, b.lengths or {}, traced=profile is not None)
+    measures = [a, *measures]
+    print(f"{'contender':<16}{'seqs':>6}{'tokens':>8}{'seconds':>9}{'tok/s':>9}{'execs':>7}{'cpu ms/rep':>11}"
+          f"{'cpu ms/1k':>10}{'ours/1k':>9}{'engine idle':>12}{'held':>6}{'cached':>8}{'streamed':>9}")
+
+    def cell(value, fmt: str) -> str:
+        return "-" if value is None else format(value, fmt)
+
+    for m in measures:
         idle = f"{100 * m.idle_share:.1f} %" if m.idle_share is not None else "-"
-        held = f"{m.mean_held:.1f}" if m.mean_held is not None else "-"
         cached = f"{100 * m.cached_share:.0f} %" if m.cached_share is not None else "-"
-        print(f"{m.name:<16}{m.sequences:>6}{m.tokens:>8}{m.seconds:>9.2f}{m.tps:>8.1f}{m.executions:>7}{cpu:>11}"
-              f"{idle:>12}{held:>6}{cached:>8}")
-    print(f"ratio (b)/(a) = {b.tps / a.tps:.3f}   (target >= 0.95)")
-    print(f"ratio (b)/(c) = {b.tps / c.tps:.3f}   (target >= 1.5)")
-    print(f"ratio (b1)/(c) = {b1.tps / c.tps:.3f}  (one problem at a time, as on Kaggle)")
+        print(f"{m.name:<16}{m.sequences:>6}{m.tokens:>8}{m.seconds:>9.2f}{m.tps:>9.1f}{m.executions:>7}"
+              f"{cell(m.cpu_ms_per_rep, '.1f'):>11}{cell(m.cpu_ms_per_1k, '.1f'):>10}"
+              f"{cell(m.ours_ms_per_1k, '.1f'):>9}"
+              f"{idle:>12}{cell(m.mean_held, '.1f'):>6}{cached:>8}{cell(m.streamed_turns, 'd'):>9}")
+    by = {m.name.split()[0]: m for m in measures}
+    ratios = {f"{x}/{y}": by[x].tps / by[y].tps for x, y in (("(b)", "(a)"), ("(bs)", "(a)"), ("(bs)", "(b)"),
+                                                               ("(b)", "(c)"), ("(b1)", "(c)"))
+              if x in by and y in by and by[y].tps}
+    notes = {"(b)/(a)": "target >= 0.95", "(bs)/(a)": "target >= 0.95", "(b)/(c)": "target >= 1.5",
+             "(b1)/(c)": "one problem at a time, as on Kaggle"}
+    for key, value in ratios.items():
+        print(f"ratio {key} = {value:.3f}" + (f"   ({notes[key]})" if key in notes else ""))
+    if "(bs)" in by:
+        bs = by["(bs)"]
+        print(f"main-process CPU per 1k tokens, per turn / streaming = {b.cpu_ms_per_1k / bs.cpu_ms_per_1k:.2f}"
+              f"; ours {b.ours_ms_per_1k / max(1e-9, bs.ours_ms_per_1k):.2f}")
+    if args.json is not None:
+        record = {"argv": sys.argv[1:] if argv is None else argv, "preset": preset, "model": model,
+                  "dialect": config.prompt.dialect, "logprobs": config.sampling.logprobs,
+                  "contenders": [{k: v for k, v in asdict(m).items() if k != "lengths"} | {"tokens_per_s": m.tps}
+                                 for m in measures], "ratios": ratios}
+        tmp = args.json.with_suffix(args.json.suffix + ".tmp")
+        tmp.write_text(json.dumps(record, indent=2))
+        tmp.replace(args.json)  # never half-written
     return 0
 
 

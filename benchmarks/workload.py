@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import math
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -107,12 +107,65 @@ def program(seconds: float, kind: Literal["sleep", "spin"], value: int) -> str:
     return f"import time\n{body}\nprint({value})"
 
 
-class TracedEngine:
-    """The real engine, made to follow the plans: exact token counts per turn, scripted text."""
+# Plain words: the real tokens of a traced turn are drawn among these, so any sequence of them decodes to valid
+# text that a dialect parses as a message body (a random model, e.g. dummy weights, would otherwise emit bytes
+# that are not UTF-8, or special tokens).
+WORDS = (" the sum of all numbers is a prime and so the answer follows from this case we check each value then"
+         " count how many ways there are to pick two odd even digits in total")
 
-    def __init__(self, inner: Engine, plans: dict[tuple[str, int], RepetitionPlan], kind: Literal["sleep", "spin"]):
-        self.inner, self.plans, self.kind = inner, plans, kind
+
+@dataclass(frozen=True)
+class Script:
+    """How a dialect spells a traced turn's scripted ending, as token ids appended to the turn's real tokens."""
+
+    dialect: str
+    encode: Callable[[str], list[int]]
+    decode: Callable[[list[int]], str]
+    words: tuple[int, ...]  # the ids the real tokens are drawn from
+
+    def ending(self, code: str | None, answer: int) -> tuple[str, list[int], str | None, int | None]:
+        """(text the engine would return, ids, stop string, stop token) of a turn's scripted end: a python call,
+        or (``code`` None) the final answer."""
+        if self.dialect == "fences":
+            if code is None:
+                text = f"\\boxed{{{answer}}}"
+                return text, self.encode(text), None, None
+            text = f"```python\n{code}\n"
+            return text, self.encode(text + CODE_STOP), CODE_STOP, None
+        if code is None:
+            ids = self.encode(f"<|end|><|start|>assistant<|channel|>final<|message|>\\boxed{{{answer}}}<|return|>")
+        else:
+            ids = self.encode("<|end|><|start|>assistant<|channel|>commentary to=python <|constrain|>code<|message|>"
+                              f"{code}\n<|call|>")
+        return self.decode(ids[:-1]), ids, None, ids[-1]
+
+
+def make_script(dialect: str, tokenizer) -> Script:
+    """The script for the dialect in use: fences through the model's tokenizer, harmony through its library."""
+    if dialect == "harmony":
+        from solver.dialects.harmony import load_encoding
+
+        enc = load_encoding()
+        return Script("harmony", lambda t: list(enc.encode(t, allowed_special="all")), lambda ids: enc.decode(ids),
+                      tuple(sorted(set(enc.encode(WORDS)))))
+    if dialect != "fences" or tokenizer is None:
+        raise ValueError(f"the trace workload speaks fences (with a tokenizer) or harmony, not {dialect!r}")
+    words = tuple(sorted(set(tokenizer.encode(WORDS, add_special_tokens=False))))
+    return Script("fences", lambda t: list(tokenizer.encode(t, add_special_tokens=False)),
+                  lambda ids: tokenizer.decode(ids), words)
+
+
+class TracedEngine:
+    """The real engine, made to follow the plans: exact token counts per turn, drawn among plain words, then the
+    plan's scripted ending (a python call or the answer) appended as the dialect spells it. The ending's tokens are
+    reported as generated but were never decoded: ``decoded`` counts what the engine really generated, per
+    (problem, repetition), which is the token volume every contender is charged with."""
+
+    def __init__(self, inner: Engine, plans: dict[tuple[str, int], RepetitionPlan], kind: Literal["sleep", "spin"],
+                 script: Script):
+        self.inner, self.plans, self.kind, self.script = inner, plans, kind, script
         self.name, self.tokenizer = inner.name, inner.tokenizer
+        self.decoded: dict[tuple[str, int], int] = {}
 
     def running_requests(self) -> int:
         return self.inner.running_requests()
@@ -120,19 +173,51 @@ class TracedEngine:
     async def close(self) -> None:
         await self.inner.close()
 
-    async def stream(self, request: GenerationRequest) -> AsyncIterator[Delta]:
+    def session(self) -> TracedSession | None:
+        make = getattr(self.inner, "session", None)
+        inner = make() if callable(make) else None
+        return TracedSession(self, inner) if inner is not None else None
+
+    def stream(self, request: GenerationRequest) -> AsyncIterator[Delta]:
+        return self.follow(request, self.inner.stream)
+
+    def forced(self, request: GenerationRequest) -> tuple[GenerationRequest, TurnPlan, RepetitionPlan]:
         plan = self.plans[(request.problem_id, request.repetition)]
         turn = plan.turns[min(request.turn, len(plan.turns) - 1)]
         n = min(turn.tokens, request.max_tokens)
-        forced = replace(request, max_tokens=n, stop=(),
-                         extra={**request.extra, "ignore_eos": True, "min_tokens": n})
-        async with contextlib.aclosing(self.inner.stream(forced)) as deltas:
+        extra = {**request.extra, "ignore_eos": True, "min_tokens": n, "allowed_token_ids": list(self.script.words)}
+        return replace(request, max_tokens=n, stop=(), stop_token_ids=(), extra=extra), turn, plan
+
+    async def follow(self, request: GenerationRequest,
+                     stream: Callable[[GenerationRequest], AsyncIterator[Delta]]) -> AsyncIterator[Delta]:
+        forced, turn, plan = self.forced(request)
+        key = (request.problem_id, request.repetition)
+        real: list[int] = []
+        async with contextlib.aclosing(stream(forced)) as deltas:
             async for delta in deltas:
-                if delta.finish_reason != "length" or n < turn.tokens:
-                    yield replace(delta, text="")  # the planned text comes with the last delta
+                real.extend(delta.token_ids)
+                self.decoded[key] = self.decoded.get(key, 0) + len(delta.token_ids)
+                if delta.finish_reason != "length" or forced.max_tokens < turn.tokens:
+                    yield delta
                     continue
-                if turn.code_s is None:
-                    yield replace(delta, text=f"\\boxed{{{plan.answer}}}", finish_reason="stop", stop_reason=None)
-                else:
-                    code = program(turn.code_s, self.kind, request.turn)
-                    yield replace(delta, text=f"```python\n{code}\n", finish_reason="stop", stop_reason=CODE_STOP)
+                code = None if turn.code_s is None else program(turn.code_s, self.kind, request.turn)
+                text, ids, stop, token = self.script.ending(code, plan.answer)
+                yield replace(delta, text=delta.text + text, token_ids=delta.token_ids + tuple(ids),
+                              finish_reason="stop", stop_reason=stop, stop_token=token)
+
+
+class TracedSession:
+    """A streaming-input session of the inner engine, following the same plans."""
+
+    def __init__(self, traced: TracedEngine, inner) -> None:
+        self.traced, self.inner = traced, inner
+
+    def stream(self, request: GenerationRequest) -> AsyncIterator[Delta]:
+        return self.traced.follow(request, self.inner.stream)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    @property
+    def turns(self) -> int:
+        return self.inner.turns

@@ -35,6 +35,9 @@ class EngineConfig:
     replay_from: tuple[str, ...] = ()  # run dirs for the replay engine
     replay_tokens_per_s: float | None = None  # replay timing model: None = recorded durations
     replay_time_scale: float = 1.0  # replay speed: 1 = recorded time, 0 = instant
+    # A repetition's turns as one vLLM streaming-input request (no new request per tool call) where the installed
+    # vLLM has them; turns with stop strings (the fences dialect) or a rewritten context go as a request each.
+    streaming_input: bool = False
 
     def __post_init__(self) -> None:
         _check(self.replay_time_scale >= 0, "engine.replay_time_scale must be >= 0 (1 = recorded, 0 = instant)")

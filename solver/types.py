@@ -191,6 +191,15 @@ class Engine(Protocol):
     async def close(self) -> None: ...
 
 
+class EngineSession(Protocol):
+    """One repetition's turns as one engine request (``Engine.session()`` where the backend has it): each
+    ``stream`` is one turn, its prompt the whole context so far; turns are sequential; ``close`` ends the request."""
+
+    def stream(self, request: GenerationRequest) -> AsyncIterator[Delta]: ...
+
+    async def close(self) -> None: ...
+
+
 class PythonSession(Protocol):
     """One repetition's stateful interpreter: names, imports and functions survive from one call to the next.
 

@@ -6,6 +6,7 @@ recorded ones live in benchmarks/README.md.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -37,11 +38,21 @@ def test_stopping_benchmark_on_a_synthetic_run_prints_every_policy():
 
 
 @pytest.mark.engine
-def test_engine_benchmark_quick_prints_the_three_contenders_and_ratios():
-    out = run_benchmark("benchmarks/engine.py", "--quick", timeout=900)
-    for name in ("(a) raw", "(b) pipeline", "(b1) one by one", "(c) rounds"):
+def test_engine_benchmark_quick_prints_the_contenders_and_ratios(tmp_path):
+    out = run_benchmark("benchmarks/engine.py", "--quick", "--set", "sampling.logprobs=5",
+                        "--json", str(tmp_path / "engine.json"), timeout=900)
+    for name in ("(a) raw", "(b) pipeline", "(bs) streaming", "(b1) one by one", "(c) rounds"):
         assert name in out
     assert re.search(r"ratio \(b\)/\(a\) = \d", out) and re.search(r"ratio \(b\)/\(c\) = \d", out)
+    record = json.loads((tmp_path / "engine.json").read_text())
+    by = {c["name"]: c for c in record["contenders"]}
+    # Every contender did the same work: the trace fixes the tokens each repetition decodes.
+    assert len({c["tokens"] for c in record["contenders"]}) == 1
+    streaming = by["(bs) streaming"]
+    # Every turn of every repetition went through the repetition's one streaming-input request.
+    assert streaming["streamed_turns"] == streaming["sequences"] + streaming["executions"]
+    assert 0 < streaming["ours_ms_per_1k"] < streaming["cpu_ms_per_1k"]
+    assert record["ratios"]["(b)/(a)"] > 0
 
 
 @pytest.mark.engine

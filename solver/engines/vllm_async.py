@@ -4,6 +4,8 @@ consumer leaves early. Engine arguments pass through unchanged from ``config.eng
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
@@ -13,7 +15,7 @@ from typing import Any
 
 from solver.config import Config, ConfigError
 from solver.core.stopping import token_confidence
-from solver.engines.vllm_compat import num_unfinished_requests
+from solver.engines.vllm_compat import num_unfinished_requests, streaming_input_class
 from solver.tiny_model import resolve_model
 from solver.types import Delta, FinishReason, GenerationRequest, Tokenizer
 
@@ -47,51 +49,26 @@ class VllmEngine:
         self._by_priority = by_priority
         self._closed = False
 
-    async def stream(self, request: GenerationRequest) -> AsyncIterator[Delta]:
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
-        from vllm.sampling_params import RequestOutputKind
+    def session(self) -> VllmSession | None:
+        """One engine request for a whole repetition (vLLM's streaming-input requests), or None when the
+        installed vLLM has none: each turn's prompt then goes in as a new request."""
+        return VllmSession(self) if streaming_input_class() is not None else None
 
-        params = SamplingParams(
-            n=1,
-            temperature=request.temperature,
-            top_p=request.top_p,
-            seed=request.seed,
-            max_tokens=request.max_tokens,
-            stop=list(request.stop),
-            # The stop token stays in ``token_ids`` (a dialect parses it); it is cut from the text only.
-            stop_token_ids=list(request.stop_token_ids),
-            logprobs=request.logprobs,
-            # DELTA: each output carries only new tokens, so a long stream costs O(n), not O(n^2).
-            output_kind=RequestOutputKind.DELTA,
-            **request.extra,
-        )
+    async def stream(self, request: GenerationRequest) -> AsyncIterator[Delta]:
+        from vllm.inputs import TokensPrompt
+
+        params = sampling_params(request)
         prompt: Any = (TokensPrompt(prompt_token_ids=list(request.prompt_token_ids))
                        if request.prompt_token_ids is not None else request.prompt)
         # vLLM request ids must be unique across the engine's life; a retried turn reuses none.
         request_id = f"{request.request_id}-{uuid.uuid4().hex[:8]}"
         finished = False
         try:
-            first = True
             priority = request.priority if self._by_priority else 0
-            async for out in self._llm.generate(prompt, params, request_id=request_id, priority=priority):
-                completion = out.outputs[0]
-                finish = _FINISH.get(completion.finish_reason) if out.finished else None
-                if out.finished and finish is None:
-                    finish = "error"
-                reason = completion.stop_reason
-                yield Delta(
-                    text=completion.text or "",  # None when the engine runs without a tokenizer
-                    token_ids=tuple(completion.token_ids),
-                    confidences=token_confidences(completion.logprobs, request.logprobs or 0),
-                    finish_reason=finish,
-                    stop_reason=reason if isinstance(reason, str) else None,
-                    stop_token=reason if isinstance(reason, int) and out.finished else None,
-                    prompt_tokens=len(out.prompt_token_ids or ()) if first else None,
-                    cached_tokens=out.num_cached_tokens if first else None,
-                )
-                first = False
-                if out.finished:
+            async for delta in _deltas(self._llm.generate(prompt, params, request_id=request_id, priority=priority),
+                                       request.logprobs or 0):
+                yield delta
+                if delta.finish_reason is not None:
                     finished = True
                     return
             finished = True
@@ -115,6 +92,161 @@ class VllmEngine:
         if not self._closed:
             self._closed = True
             self._llm.shutdown()  # ends the engine core process and its workers
+
+
+def sampling_params(request: GenerationRequest) -> Any:
+    """vLLM's ``SamplingParams`` for one request (or one turn of a streaming-input session)."""
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    return SamplingParams(
+        n=1,
+        temperature=request.temperature,
+        top_p=request.top_p,
+        seed=request.seed,
+        max_tokens=request.max_tokens,
+        stop=list(request.stop),
+        # The stop token stays in ``token_ids`` (a dialect parses it); it is cut from the text only.
+        stop_token_ids=list(request.stop_token_ids),
+        logprobs=request.logprobs,
+        # DELTA: each output carries only new tokens, so a long stream costs O(n), not O(n^2).
+        output_kind=RequestOutputKind.DELTA,
+        **request.extra,
+    )
+
+
+async def _deltas(outputs: AsyncIterator[Any], k: int) -> AsyncIterator[Delta]:
+    """vLLM's ``RequestOutput`` stream as deltas, up to the first output that finishes a turn: a normal
+    request's last output, or a streaming-input session's turn end (a finish reason while the request goes on)."""
+    first = True
+    async for out in outputs:
+        completion = out.outputs[0]
+        ended = out.finished or completion.finish_reason is not None
+        finish = _FINISH.get(completion.finish_reason, "error") if ended else None
+        reason = completion.stop_reason
+        yield Delta(
+            text=completion.text or "",  # None when the engine runs without a tokenizer
+            token_ids=tuple(completion.token_ids),
+            confidences=token_confidences(completion.logprobs, k) if k else (),
+            finish_reason=finish,
+            stop_reason=reason if isinstance(reason, str) else None,
+            stop_token=reason if isinstance(reason, int) and ended else None,
+            prompt_tokens=len(out.prompt_token_ids or ()) if first else None,
+            cached_tokens=out.num_cached_tokens if first else None,
+        )
+        first = False
+        if ended:
+            return
+
+
+class VllmSession:
+    """A repetition's turns as one vLLM streaming-input request: each turn appends only the tokens the
+    dialogue added (the tool result, the next header) to the context the engine already holds, so a tool call
+    costs no new admission and no prefix-cache lookup. Turns are strictly sequential.
+
+    vLLM keeps a turn's output in the context except its last sampled token (that token has no KV yet), so the
+    next turn's input starts from that token. A turn whose prompt does not extend the held context token for
+    token (a dialect that re-renders history), or with stop strings (which streaming input refuses), ends the
+    session's request and goes in as a plain request; the session restarts on the next turn.
+    """
+
+    def __init__(self, engine: VllmEngine) -> None:
+        self.engine = engine
+        self._inputs: asyncio.Queue[Any] | None = None  # StreamingInput chunks; None ends the request
+        self._outputs: AsyncIterator[Any] | None = None
+        self._request_id = ""
+        self._held: list[int] = []  # the token ids the engine's context holds, as vLLM keeps them
+        self.turns = 0  # turns served by the open streaming request (for tests and benchmarks)
+
+    async def _inputs_gen(self, queue: asyncio.Queue[Any]) -> AsyncIterator[Any]:
+        while (chunk := await queue.get()) is not None:
+            yield chunk
+
+    async def _end(self, abort: bool) -> None:
+        """Close the open streaming request (abort frees its KV at once; a clean end lets vLLM finish it)."""
+        inputs, outputs, self._inputs, self._outputs, self._held = self._inputs, self._outputs, None, None, []
+        if inputs is None or outputs is None:
+            return
+        if abort:
+            await self.engine._llm.abort(self._request_id)
+        inputs.put_nowait(None)
+        with contextlib.suppress(Exception):  # the request is over either way; its tail carries nothing
+            await outputs.aclose()
+
+    async def stream(self, request: GenerationRequest) -> AsyncIterator[Delta]:
+        ids = list(request.prompt_token_ids) if request.prompt_token_ids is not None else None
+        cls = streaming_input_class()
+        if ids is None or request.stop or cls is None or (
+                self._outputs is not None and ids[:len(self._held)] != self._held):
+            await self._end(abort=True)
+            async for delta in self.engine.stream(request):
+                yield delta
+            return
+        from vllm.inputs import TokensPrompt
+
+        params = sampling_params(request)
+        if self._outputs is None:
+            self._inputs = asyncio.Queue()
+            self._request_id = f"{request.request_id}-s{uuid.uuid4().hex[:8]}"
+            priority = request.priority if self.engine._by_priority else 0
+            self._outputs = self.engine._llm.generate(self._inputs_gen(self._inputs), params,
+                                                      request_id=self._request_id, priority=priority)
+            self._held, self.turns = [], 0
+        assert self._inputs is not None and self._outputs is not None
+        self._inputs.put_nowait(cls(prompt=TokensPrompt(prompt_token_ids=ids[len(self._held):]),
+                                    sampling_params=params))
+        self.turns += 1
+        outputs, generated, finished, held = self._outputs, [], False, len(self._held)
+        try:
+            async for delta in _deltas(_Borrowed(outputs), request.logprobs or 0):
+                generated.extend(delta.token_ids)
+                if delta.finish_reason is not None:
+                    finished = True
+                    if delta.finish_reason in ("stop", "length") and generated:
+                        self._held = ids + generated[:-1]
+                        yield replace_prompt_tokens(delta, len(ids), held)
+                    else:
+                        await self._end(abort=True)
+                        yield delta
+                    return
+                yield replace_prompt_tokens(delta, len(ids), held)
+            finished = True
+            await self._end(abort=True)
+            yield Delta(text="", token_ids=(), finish_reason="error", error="engine stream ended without finishing")
+        except Exception as exc:  # the engine boundary: a failed request becomes a value, the run goes on
+            finished = True
+            log.warning("streaming request %s failed: %s", self._request_id, exc)
+            await self._end(abort=True)
+            yield Delta(text="", token_ids=(), finish_reason="error", error=f"{type(exc).__name__}: {exc}")
+        finally:
+            if not finished:  # the consumer left mid-turn (early stop, first answer, deadline)
+                await self._end(abort=True)
+
+    async def close(self) -> None:
+        await self._end(abort=self._outputs is not None)
+
+
+class _Borrowed:
+    """Iterates a shared async iterator without closing it when the consumer stops (the session's request
+    outlives each turn's loop)."""
+
+    def __init__(self, inner: AsyncIterator[Any]) -> None:
+        self.inner = inner
+
+    def __aiter__(self) -> _Borrowed:
+        return self
+
+    async def __anext__(self) -> Any:
+        return await self.inner.__anext__()
+
+
+def replace_prompt_tokens(delta: Delta, prompt_tokens: int, held: int) -> Delta:
+    """A session turn's prompt is the whole context, not the chunk vLLM saw as this turn's input; of it, the
+    ``held`` tokens the engine kept from earlier turns were not computed again (as a prefix-cache hit would be)."""
+    if delta.prompt_tokens is None:
+        return delta
+    return dataclasses.replace(delta, prompt_tokens=prompt_tokens,
+                               cached_tokens=held if held else delta.cached_tokens)
 
 
 def engine_args(config: Config, model: str) -> Any:

