@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from solver.config import Config, ConfigError
-from solver.runlog import LogError, finished_by_problem, read_log
+from solver.runlog import LogError, read_log
 from solver.types import Delta, GenerationRequest, Problem, Repetition, Tokenizer, Turn
 
 Sleep = Callable[[float], Awaitable[None]]

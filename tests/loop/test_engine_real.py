@@ -156,10 +156,8 @@ def test_real_engine_early_stop_aborts_in_flight_and_engine_stays_usable(engine_
     assert running_after == 0  # the engine's own count of unfinished requests
     cancelled = [r for r in logged if r.status == "cancelled"]
     assert len(cancelled) == 3 and result.launched == 4
-    # Each aborted repetition stopped far short of its 400-token budget, and the problem returned long before
-    # 3 x 400 tokens at ~30 tokens/s could have been generated.
+    # Each aborted repetition stopped far short of its 400-token budget: the stop did not wait for them.
     assert all(r.generated_tokens < 100 for r in cancelled)
-    assert elapsed < 30
     assert nxt.repetitions == 1 and nxt.launched == 1  # the engine still serves the next problem
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 from doubles import ScriptedEngine, ScriptedSandbox, printed
@@ -97,12 +96,10 @@ def test_scripted_engine_stop_cancels_in_flight_and_returns_early():
     cfg = config(**{"solve.reps": 6, "solve.workers": 4, "stop.stoppers": ["agree:2"]})
     logged = []
     solver = ProblemSolver(cfg, engine, ScriptedSandbox(printed("")), on_repetition=logged.append)
-    t0 = time.monotonic()
     result = run(solver.solve(PROBLEM))
-    elapsed = time.monotonic() - t0
     assert result.answer == "42" and result.correct is True
     assert result.stopped_by != "max_reps"
-    assert elapsed < 2.0  # the slow repetitions would need 400 x 10 ms = 4 s each
+    # The slow repetitions (400 deltas of 10 ms each) were aborted mid-stream, not waited for.
     assert engine.open_streams == 0 and len(engine.aborted) == 2
     statuses = sorted(r.status for r in logged)
     assert statuses == ["cancelled", "cancelled", "done", "done"]
