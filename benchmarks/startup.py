@@ -91,6 +91,8 @@ def run_trial(name: str, args: argparse.Namespace, extra_sets: list[str], cache_
     for item in [*args.set, *extra_sets]:
         cmd += ["--set", item]
     env = dict(os.environ)
+    # The phases are read from vLLM's INFO lines: a quieter level inherited from the caller would hide them.
+    env["VLLM_LOGGING_LEVEL"] = "INFO"
     if cache_dir is not None:
         env["VLLM_CACHE_ROOT"] = cache_dir
     log_path = log_dir / f"startup-{name}.log"

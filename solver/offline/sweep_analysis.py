@@ -85,8 +85,12 @@ def read_pools(run: PlannedRun, voter: Voter, grader: Grader, problem_ids: Seque
         records = read_log(run.run_dir)
     except LogError as exc:
         raise SweepError(str(exc)) from exc
-    wanted = None if problem_ids is None else set(problem_ids)
-    problems = [p for p in records.problems if wanted is None or p.id in wanted]
+    problems = list(records.problems)
+    if problem_ids is not None:
+        # In the data's order, not the log's: problems solved at once (or on several engine actors) are logged in
+        # the order they happen to start, and each problem's draws are keyed by its position.
+        rank = {pid: i for i, pid in enumerate(problem_ids)}
+        problems = sorted((p for p in problems if p.id in rank), key=lambda p: rank[p.id])
     finished = records.finished()
     pools = {p.id: grade_repetitions(finished.get(p.id, []), p.answer, voter, grader) for p in problems}
     results = {r.problem_id: r for r in records.results if r.problem_id in pools}

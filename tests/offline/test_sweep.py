@@ -222,3 +222,24 @@ def test_bundled_sweep_specs_are_valid(path: Path, tmp_path: Path) -> None:
         stopper_for(name, spec.max_reps)
     for name in spec.voters:
         make_voter(base.replace({"vote.voter": name}).vote, base.answers)
+
+
+def test_analysis_follows_the_data_order_not_the_order_problems_were_logged(tmp_path: Path) -> None:
+    """Problems solved at once (or on several engine actors) reach the log in the order they happen to start;
+    the draws are keyed by the problem's place in the data, so the rows must not depend on the log's order."""
+    import json
+    import shutil
+
+    planned = exact_runs(tmp_path / "in-order")
+    shutil.copytree(tmp_path / "in-order", tmp_path / "shuffled")
+    logged_order = {"c": 0, "a": 1, "b": 2}  # the same records, problem c logged first
+    for log in (tmp_path / "shuffled" / "runs").glob("*/log.jsonl"):
+        records = [json.loads(line) for line in log.read_text().splitlines()]
+        records.sort(key=lambda r: (r["type"] != "problem", logged_order[r.get("id") or r.get("problem_id")]))
+        log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    spec = SweepSpec("demo", reps=(1, 3), workers=(1, 2), stoppers=("none", "agree:2"), draws=50)
+    ids = [p.problem.id for p in planned]
+    columns = ["workers", "reps", "stopper", "accuracy", "rep_accuracy", "pass_at_n", "reps_used"]
+    first = analyse(plan_runs(spec, load_config("tiny"), tmp_path / "in-order"), spec, ids)[columns]
+    second = analyse(plan_runs(spec, load_config("tiny"), tmp_path / "shuffled"), spec, ids)[columns]
+    pd.testing.assert_frame_equal(first, second)
