@@ -1,7 +1,8 @@
 """Does the pipeline keep the engine saturated? Three ways to generate the same repetitions, in one run:
 
   (a) raw      vLLM's offline ``LLM.generate`` over the same sequences and token volume (each sequence made to
-               generate as many tokens as its repetition did in (b)), with no turns and no code;
+               generate as many tokens as its repetition did in (b)), with no turns and no code; all problems in
+               one call (a), or a call per problem (a1), the raw engine's side of (b1);
   (b) pipeline ``ProblemSolver``: W repetitions in flight per problem, code runs while others generate,
                the problems solved together (b) or one after another as on Kaggle (b1);
   (c) rounds   synchronous rounds: generate every repetition's turn, then run all code, then continue all.
@@ -21,6 +22,7 @@ model writes what it writes (rarely code, and code that runs in a millisecond).
     python benchmarks/engine.py --code-median 0    # programs that take no time: only uneven turns remain
     python benchmarks/engine.py --workload model   # the model's own text: 2 turns of at most 96 tokens
     python benchmarks/engine.py --quick            # a smaller run for CI
+    python benchmarks/engine.py --contenders b,b1  # only (a) vs (b) and (a1) vs (b1)
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ from solver.dialects import TurnOutput, make_dialect
 from solver.loop.repetition import repetition_seed
 from solver.types import GenerationRequest, Problem
 from workload import Profile, TracedEngine, make_plans, make_script
+
+# The pipeline contenders (--contenders): per turn, streaming input, one problem at a time, synchronous rounds.
+CONTENDERS = frozenset({"b", "bs", "b1", "c"})
 
 # A nudge so the tiny model writes code often enough to exercise the sandbox path.
 CODE_HINT = " Write a short Python program that prints the answer."
@@ -282,11 +287,12 @@ async def rounds(config: Config, problems: list[Problem], engine, sandbox) -> Me
 
 
 def raw(config: Config, problems: list[Problem], model: str, lengths: dict[tuple[str, int], int],
-        traced: bool) -> Measure:
+        traced: bool, *, together: bool = True, one_by_one: bool = False) -> list[Measure]:
     """Offline ``LLM.generate`` over the same first prompts and seeds, one request per repetition, each made to
     generate exactly as many tokens as that repetition generated in the pipeline (same sequences, same token
     volume: what the engine alone needs for the work the pipeline did), drawn among the trace's words when the
-    pipeline's were."""
+    pipeline's were. ``together``: (a), every problem's sequences in one call; ``one_by_one``: (a1), a call per
+    problem, the raw engine's best for (b1), which never has more than one problem's repetitions to batch."""
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
@@ -295,10 +301,11 @@ def raw(config: Config, problems: list[Problem], model: str, lengths: dict[tuple
         tokenizer = None if config.engine.args.get("skip_tokenizer_init") else llm.get_tokenizer()
         dialect = make_dialect(config, tokenizer)
         words = list(make_script(config.prompt.dialect, tokenizer).words) if traced else None
-        prompts, params = [], []
         s = config.sampling
+        batches = []  # per problem: its prompts and sampling parameters
         for problem in problems:
             ids = list(dialect.start(problem).prompt().token_ids or ())
+            prompts, params = [], []
             for index in range(config.solve.reps):
                 n = lengths.get((problem.id, index), 0)
                 if n <= 0:
@@ -307,19 +314,33 @@ def raw(config: Config, problems: list[Problem], model: str, lengths: dict[tuple
                 params.append(SamplingParams(max_tokens=n, min_tokens=n, ignore_eos=True, allowed_token_ids=words,
                                              temperature=s.temperature, top_p=s.top_p, logprobs=s.logprobs,
                                              seed=repetition_seed(s.seed, problem.id, index)))
-        t0 = time.perf_counter()
-        outs = llm.generate(prompts, params, use_tqdm=False)
-        seconds = time.perf_counter() - t0
-        return Measure("(a) raw", seconds, sum(len(o.outputs[0].token_ids) for o in outs), len(outs))
+            batches.append((prompts, params))
+        out = []
+        if together:
+            t0 = time.perf_counter()
+            outs = llm.generate([x for b in batches for x in b[0]], [x for b in batches for x in b[1]],
+                                use_tqdm=False)
+            out.append(Measure("(a) raw", time.perf_counter() - t0, sum(len(o.outputs[0].token_ids) for o in outs),
+                               len(outs)))
+        if one_by_one:
+            t0, tokens, sequences = time.perf_counter(), 0, 0
+            for prompts, params in batches:
+                outs = llm.generate(prompts, params, use_tqdm=False) if prompts else []
+                tokens += sum(len(o.outputs[0].token_ids) for o in outs)
+                sequences += len(outs)
+            out.append(Measure("(a1) raw 1 by 1", time.perf_counter() - t0, tokens, sequences))
+        return out
     finally:
         with contextlib.suppress(Exception):
             llm.llm_engine.engine_core.shutdown()
         del llm
 
 
-async def in_process(config: Config, problems: list[Problem], profile: Profile | None) -> list[Measure]:
-    """(b) a request per turn, (bs) one streaming-input request per repetition (when the installed vLLM has
-    them), (b1) one problem at a time (the config's ``engine.streaming_input``), (c) synchronous rounds."""
+async def in_process(config: Config, problems: list[Problem], profile: Profile | None,
+                     contenders: frozenset[str] = CONTENDERS) -> list[Measure]:
+    """Those of ``contenders`` asked for, in this order: (b) a request per turn, (bs) one streaming-input request
+    per repetition (when the installed vLLM has exact ones), (b1) one problem at a time (the config's
+    ``engine.streaming_input``), (c) synchronous rounds."""
     from solver.engines import open_engine
     from solver.engines.vllm_compat import streaming_input_class
     from solver.sandbox.pool import create_sandbox
@@ -337,13 +358,17 @@ async def in_process(config: Config, problems: list[Problem], profile: Profile |
         # Warm-up: the first requests pay one-off costs that neither contender should carry.
         warm = replace(config, solve=replace(config.solve, reps=2, workers=2))
         await pipeline(warm, problems[:1], engine, sandbox)
-        out = [await pipeline(config, problems, engine, sandbox, name="(b) pipeline")]
-        if streaming_input_class() is not None:
+        out = []
+        if "b" in contenders:
+            out.append(await pipeline(config, problems, engine, sandbox, name="(b) pipeline"))
+        if "bs" in contenders and streaming_input_class() is not None:
             await pipeline(warm, problems[:1], engine, sandbox, streaming=True)
             out.append(await pipeline(config, problems, engine, sandbox, streaming=True, name="(bs) streaming"))
-        out.append(await pipeline(config, problems, engine, sandbox, together=False,
-                                  streaming=config.engine.streaming_input))
-        out.append(await rounds(config, problems, engine, sandbox))
+        if "b1" in contenders:
+            out.append(await pipeline(config, problems, engine, sandbox, together=False,
+                                      streaming=config.engine.streaming_input))
+        if "c" in contenders:
+            out.append(await rounds(config, problems, engine, sandbox))
         return out
     finally:
         await engine.close()
@@ -373,6 +398,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preset", default=None, help="default tiny (--gpu: h100; h100-gptoss speaks harmony)")
     parser.add_argument("--model", default=None, help="engine.model: a local path or hub id")
     parser.add_argument("--quick", action="store_true", help="1 problem x 8 repetitions, 48 tokens per turn")
+    parser.add_argument("--contenders", default=",".join(sorted(CONTENDERS)),
+                        help="pipeline contenders to run, comma-separated among b, bs, b1, c (default all); the raw "
+                             "engine runs as (a) for b/bs/c and as (a1), one problem at a time, for b1")
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers to this JSON file")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="config override for every contender, e.g. --set engine.args.stream_interval=8")
@@ -386,6 +414,9 @@ def main(argv: list[str] | None = None) -> int:
         problems_n, args.reps, max_tokens = 1, 8, 48
     turns = args.turns or (4 if args.workload == "trace" else 2)
     total = args.total_tokens or turns * max_tokens
+    contenders = frozenset(x.strip() for x in args.contenders.split(",") if x.strip())
+    if not contenders or not contenders <= CONTENDERS:
+        parser.error(f"--contenders: choose among {', '.join(sorted(CONTENDERS))}, not {args.contenders!r}")
     if args.json is not None and not args.json.parent.is_dir():
         parser.error(f"--json: no folder {args.json.parent}")
     if not args.gpu:
@@ -421,10 +452,11 @@ def main(argv: list[str] | None = None) -> int:
     from solver.tiny_model import resolve_model
 
     model = resolve_model(config.engine.model)
-    measures = asyncio.run(in_process(config, problems, profile))
+    measures = asyncio.run(in_process(config, problems, profile, contenders))
     b = measures[0]
-    a = raw(config, problems, model, b.lengths or {}, traced=profile is not None)
-    measures = [a, *measures]
+    # Every pipeline contender decodes the same planned lengths (trace), so the first one's stand for all.
+    measures = [*raw(config, problems, model, b.lengths or {}, traced=profile is not None,
+                     together=bool(contenders - {"b1"}), one_by_one="b1" in contenders), *measures]
     print(f"{'contender':<16}{'seqs':>6}{'tokens':>8}{'seconds':>9}{'tok/s':>9}{'execs':>7}{'cpu ms/rep':>11}"
           f"{'cpu ms/1k':>10}{'ours/1k':>9}{'engine idle':>12}{'held':>6}{'cached':>8}{'streamed':>9}")
 
@@ -439,15 +471,16 @@ def main(argv: list[str] | None = None) -> int:
               f"{cell(m.ours_ms_per_1k, '.1f'):>9}"
               f"{idle:>12}{cell(m.mean_held, '.1f'):>6}{cached:>8}{cell(m.streamed_turns, 'd'):>9}")
     by = {m.name.split()[0]: m for m in measures}
-    ratios = {f"{x}/{y}": by[x].tps / by[y].tps for x, y in (("(b)", "(a)"), ("(bs)", "(a)"), ("(bs)", "(b)"),
-                                                               ("(b)", "(c)"), ("(b1)", "(c)"))
+    ratios = {f"{x}/{y}": by[x].tps / by[y].tps for x, y in (("(b)", "(a)"), ("(bs)", "(a)"), ("(b1)", "(a1)"),
+                                                               ("(bs)", "(b)"), ("(b)", "(c)"), ("(b1)", "(c)"))
               if x in by and y in by and by[y].tps}
-    notes = {"(b)/(a)": "target >= 0.95", "(bs)/(a)": "target >= 0.95", "(b)/(c)": "target >= 1.5",
+    notes = {"(b)/(a)": "target >= 0.95", "(bs)/(a)": "target >= 0.95", "(b1)/(a1)": "target >= 0.95",
+             "(b)/(c)": "target >= 1.5",
              "(b1)/(c)": "one problem at a time, as on Kaggle"}
     for key, value in ratios.items():
         print(f"ratio {key} = {value:.3f}" + (f"   ({notes[key]})" if key in notes else ""))
-    if "(bs)" in by:
-        bs = by["(bs)"]
+    if "(bs)" in by and "(b)" in by:
+        b, bs = by["(b)"], by["(bs)"]
         print(f"main-process CPU per 1k tokens, per turn / streaming = {b.cpu_ms_per_1k / bs.cpu_ms_per_1k:.2f}"
               f"; ours {b.ours_ms_per_1k / max(1e-9, bs.ours_ms_per_1k):.2f}")
     if args.json is not None:

