@@ -44,7 +44,7 @@ from solver.datasets import load_problems
 from solver.dialects import TurnOutput, make_dialect
 from solver.loop.repetition import repetition_seed
 from solver.types import GenerationRequest, Problem
-from workload import Profile, TracedEngine, make_plans, make_script
+from workload import Profile, RepetitionPlan, TracedEngine, code_floor, make_plans, make_script
 
 # The pipeline contenders (--contenders): per turn, streaming input, one problem at a time, synchronous rounds.
 CONTENDERS = frozenset({"b", "bs", "b1", "c"})
@@ -336,8 +336,8 @@ def raw(config: Config, problems: list[Problem], model: str, lengths: dict[tuple
         del llm
 
 
-async def in_process(config: Config, problems: list[Problem], profile: Profile | None,
-                     contenders: frozenset[str] = CONTENDERS) -> list[Measure]:
+async def in_process(config: Config, problems: list[Problem], plans: dict[tuple[str, int], RepetitionPlan] | None,
+                     kind: str, contenders: frozenset[str] = CONTENDERS) -> list[Measure]:
     """Those of ``contenders`` asked for, in this order: (b) a request per turn, (bs) one streaming-input request
     per repetition (when the installed vLLM has exact ones), (b1) one problem at a time (the config's
     ``engine.streaming_input``), (c) synchronous rounds."""
@@ -351,9 +351,8 @@ async def in_process(config: Config, problems: list[Problem], profile: Profile |
     meterable = hasattr(engine, "_llm")
     if meterable:
         Meter.hook_engine(engine)
-    if profile is not None:
-        plans = make_plans([p.id for p in problems], config.solve.reps, profile, seed=config.sampling.seed)
-        engine = TracedEngine(engine, plans, profile.kind, make_script(config.prompt.dialect, engine.tokenizer))
+    if plans is not None:
+        engine = TracedEngine(engine, plans, kind, make_script(config.prompt.dialect, engine.tokenizer))
     try:
         # Warm-up: the first requests pay one-off costs that neither contender should carry.
         warm = replace(config, solve=replace(config.solve, reps=2, workers=2))
@@ -452,7 +451,9 @@ def main(argv: list[str] | None = None) -> int:
     from solver.tiny_model import resolve_model
 
     model = resolve_model(config.engine.model)
-    measures = asyncio.run(in_process(config, problems, profile, contenders))
+    plans = (make_plans([p.id for p in problems], config.solve.reps, profile, seed=config.sampling.seed)
+             if profile is not None else None)
+    measures = asyncio.run(in_process(config, problems, plans, args.code_kind, contenders))
     b = measures[0]
     # Every pipeline contender decodes the same planned lengths (trace), so the first one's stand for all.
     measures = [*raw(config, problems, model, b.lengths or {}, traced=profile is not None,
@@ -479,6 +480,13 @@ def main(argv: list[str] | None = None) -> int:
              "(b1)/(c)": "one problem at a time, as on Kaggle"}
     for key, value in ratios.items():
         print(f"ratio {key} = {value:.3f}" + (f"   ({notes[key]})" if key in notes else ""))
+    floors = None
+    if plans is not None:
+        together_s, one_by_one_s = code_floor(plans, config.sandbox.timeout_s)
+        floors = {"together_s": together_s, "one_by_one_s": one_by_one_s}
+        print(f"programs of the slowest repetition: {together_s:.1f} s with the problems together, "
+              f"{one_by_one_s:.1f} s summed over the problems one by one (no pipeline ends sooner; the raw "
+              f"contenders run no programs)")
     if "(bs)" in by and "(b)" in by:
         b, bs = by["(b)"], by["(bs)"]
         print(f"main-process CPU per 1k tokens, per turn / streaming = {b.cpu_ms_per_1k / bs.cpu_ms_per_1k:.2f}"
@@ -487,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
         record = {"argv": sys.argv[1:] if argv is None else argv, "preset": preset, "model": model,
                   "dialect": config.prompt.dialect, "logprobs": config.sampling.logprobs,
                   "contenders": [{k: v for k, v in asdict(m).items() if k != "lengths"} | {"tokens_per_s": m.tps}
-                                 for m in measures], "ratios": ratios}
+                                 for m in measures], "ratios": ratios, "code_floor": floors}
         tmp = args.json.with_suffix(args.json.suffix + ".tmp")
         tmp.write_text(json.dumps(record, indent=2))
         tmp.replace(args.json)  # never half-written

@@ -41,9 +41,10 @@ def test_stopping_benchmark_on_a_synthetic_run_prints_every_policy():
 def test_engine_benchmark_quick_prints_the_contenders_and_ratios(tmp_path):
     out = run_benchmark("benchmarks/engine.py", "--quick", "--set", "sampling.logprobs=5",
                         "--json", str(tmp_path / "engine.json"), timeout=900)
-    for name in ("(a) raw", "(b) pipeline", "(bs) streaming", "(b1) one by one", "(c) rounds"):
+    for name in ("(a) raw", "(a1) raw 1 by 1", "(b) pipeline", "(bs) streaming", "(b1) one by one", "(c) rounds"):
         assert name in out
     assert re.search(r"ratio \(b\)/\(a\) = \d", out) and re.search(r"ratio \(b\)/\(c\) = \d", out)
+    assert re.search(r"ratio \(b1\)/\(a1\) = \d", out)
     record = json.loads((tmp_path / "engine.json").read_text())
     by = {c["name"]: c for c in record["contenders"]}
     # Every contender did the same work: the trace fixes the tokens each repetition decodes.
@@ -53,6 +54,16 @@ def test_engine_benchmark_quick_prints_the_contenders_and_ratios(tmp_path):
     assert streaming["streamed_turns"] == streaming["sequences"] + streaming["executions"]
     assert 0 < streaming["ours_ms_per_1k"] < streaming["cpu_ms_per_1k"]
     assert record["ratios"]["(b)/(a)"] > 0
+    # One problem: its slowest repetition's programs are the floor both ways.
+    floor = record["code_floor"]
+    assert floor["together_s"] == floor["one_by_one_s"] > 0
+
+
+def test_engine_benchmark_refuses_unknown_contenders_before_any_engine_starts():
+    done = subprocess.run([sys.executable, "benchmarks/engine.py", "--contenders", "b,x"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert "--contenders: choose among b, b1, bs, c" in done.stderr
 
 
 @pytest.mark.engine
