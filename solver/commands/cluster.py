@@ -1,13 +1,17 @@
-"""The ``--cluster`` hand-off of ``solve`` and ``sweep``: the same run, on Ray engine actors (solver/cluster)."""
+"""The ``--cluster`` hand-off of ``solve`` and ``sweep``: the same run, on Ray engine actors (solver/cluster); and of
+the offline work (``sweep``'s replay, ``simulate``, ``tune``): joblib's parallel calls as Ray tasks."""
 
 from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from solver.commands.common import EXIT_FAILED, fail, first_line
+
+T = TypeVar("T")
 
 
 def solve_cluster_command(spec: Any, config: Any, problems: Any, run_dir: Path, resume: bool) -> int:
@@ -66,7 +70,7 @@ def sweep_on_cluster(spec: Any, sweep: Any, base: Any, problems: Any, out: Path,
     without ``--cluster``: the offline draws are fixed before the work is spread."""
     import dataclasses
 
-    from solver.cluster.connect import RayConnection, joblib_backend
+    from solver.cluster.connect import RayConnection
     from solver.cluster.run import generate_on_cluster
     from solver.offline.sweep import plan_runs, run_sweep
 
@@ -83,7 +87,21 @@ def sweep_on_cluster(spec: Any, sweep: Any, base: Any, problems: Any, out: Path,
 
                 raise ClusterFailed(f"{len(undecided)} problems undecided ({', '.join(undecided[:5])}): engine actors "
                                    "died under them; run the same sweep again to continue")
-        with joblib_backend(connection) as cpus:
-            if not jobs_given and sweep.jobs == 1:  # neither --jobs nor the spec file asked for more
-                sweep = dataclasses.replace(sweep, jobs=cpus)
-            return run_sweep(sweep, base, problems, out, generate_runs=False)
+        # --jobs or the spec file's jobs, else the cluster's CPUs
+        jobs = sweep.jobs if jobs_given or sweep.jobs != 1 else None
+        return offline_on_cluster(connection, lambda n: run_sweep(dataclasses.replace(sweep, jobs=n), base,
+                                                                    problems, out, generate_runs=False), jobs)
+
+
+def offline_on_cluster(target: Any, work: Callable[[int], T], jobs: int | None = None) -> T:
+    """``work(jobs)`` with every joblib ``Parallel`` call inside it run as Ray tasks. ``target`` is a ClusterSpec
+    (Ray is started or joined here, and left as it was found) or a RayConnection already open; ``jobs`` None means
+    the cluster's CPUs. The offline code fixes its random draws before it fans out, so ``work`` gives the same
+    result here as with joblib's own processes or in one process."""
+    from solver.cluster.connect import RayConnection, joblib_backend
+
+    if not isinstance(target, RayConnection):
+        with RayConnection(target) as connection:
+            return offline_on_cluster(connection, work, jobs)
+    with joblib_backend(target) as cpus:
+        return work(cpus if jobs is None else jobs)

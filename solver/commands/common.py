@@ -134,8 +134,15 @@ def config_from_args(args: argparse.Namespace) -> Any:
     return load_config(args.preset or "tiny", args.config_file, overrides)
 
 
-def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
-    """--cluster and --actors (solve, sweep): run on Ray, see docs/cluster.md."""
+def add_cluster_arguments(parser: argparse.ArgumentParser, *, engines: bool = True) -> None:
+    """--cluster, and with ``engines`` --actors (solve, sweep): run on Ray, see docs/cluster.md. Without
+    ``engines`` (simulate, tune) only the offline work goes to Ray, as joblib tasks."""
+    if not engines:
+        parser.add_argument("--cluster", default=None, metavar="SPEC",
+                            help="run the offline work as Ray tasks: local:N (start a local Ray here), auto (join "
+                                 "the cluster this machine belongs to) or ray://HOST:PORT (join through Ray "
+                                 "Client); --jobs then defaults to the cluster's CPUs")
+        return
     parser.add_argument("--cluster", default=None, metavar="SPEC",
                         help="run on Ray: local:N (start a local Ray with N engine actors), auto (join the cluster "
                              "this machine belongs to) or ray://HOST:PORT (join through Ray Client)")
@@ -144,11 +151,16 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def cluster_spec(args: argparse.Namespace) -> Any:
-    """The parsed --cluster spec, or None without --cluster; ClusterError (one line) on a bad value."""
+    """The parsed --cluster spec, or None without --cluster; ClusterError (one line) on a bad value or without
+    Ray, before the command starts any work."""
+    from solver.cluster.connect import import_ray
     from solver.cluster.spec import ClusterError, parse_cluster
 
+    actors = getattr(args, "actors", None)  # simulate and tune have no --actors
     if args.cluster is None:
-        if args.actors is not None:
+        if actors is not None:
             raise ClusterError("--actors needs --cluster")
         return None
-    return parse_cluster(args.cluster, args.actors)
+    spec = parse_cluster(args.cluster, actors)
+    import_ray()
+    return spec

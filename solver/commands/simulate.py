@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+from solver.commands.common import add_cluster_arguments, cluster_spec
+
 EXIT_BAD_INPUT = 2
 
 
@@ -54,7 +56,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a key of the runs' config, e.g. --set budget.reserve_s=0 (value parsed as YAML)")
     parser.add_argument("--jobs", type=int, default=None,
-                        help="parallel processes (default: usable cores, at most 4)")
+                        help="parallel processes (default: usable cores, at most 4; with --cluster, its CPUs)")
+    add_cluster_arguments(parser, engines=False)
     parser.set_defaults(func=run)
 
 
@@ -82,27 +85,42 @@ def stopper_sets(items: list[str]) -> tuple[tuple[str, ...], ...]:
     return tuple(() if s.strip() == "none" else tuple(x.strip() for x in s.split(",") if x.strip()) for s in items)
 
 
+def default_jobs() -> int:
+    """Parallel processes without --jobs or --cluster: the usable cores, at most 4."""
+    return max(1, min(4, len(os.sched_getaffinity(0))))
+
+
 def run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from solver.cluster.spec import ClusterError
+    from solver.commands.cluster import offline_on_cluster
     from solver.offline.pools import SimulationError
-    from solver.offline.simulate import SimulationRequest, simulate
+    from solver.offline.simulate import SimulationReport, SimulationRequest, simulate, validate
     from solver.offline.simulate_output import write_outputs
 
     try:
         overrides = _overrides(args.overrides)
-    except ValueError as exc:
+        cluster = cluster_spec(args)
+    except (ClusterError, ValueError) as exc:
         print(f"solver: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
     stoppers = stopper_sets(args.stopper)
-    jobs = args.jobs if args.jobs is not None else max(1, min(4, len(os.sched_getaffinity(0))))
+    jobs = default_jobs() if args.jobs is None else args.jobs
     request = SimulationRequest(
         run_dirs=tuple(args.runs), reps=args.reps, voters=tuple(args.voter), stoppers=stoppers,
         workers=args.workers, budgets=tuple(args.budget) or (None,), problems=args.problems, trials=args.trials,
-        seed=args.seed, draw=args.draw, tokens_per_s=args.tokens_per_s, thresholds=args.at_least, jobs=jobs,
-        calibration_reps=args.calibration_reps, overrides=overrides)
+        seed=args.seed, draw=args.draw, tokens_per_s=args.tokens_per_s, thresholds=args.at_least,
+        jobs=jobs, calibration_reps=args.calibration_reps, overrides=overrides)
+
+    def play(jobs: int) -> SimulationReport:
+        return simulate(replace(request, jobs=jobs))
+
     try:
-        report = simulate(request)
-    except SimulationError as exc:
+        validate(request)  # before a cluster starts
+        report = simulate(request) if cluster is None else offline_on_cluster(cluster, play, args.jobs)
+    except (SimulationError, ClusterError) as exc:
         print(f"solver: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return EXIT_BAD_INPUT
     written = write_outputs(report, args.out)

@@ -4,12 +4,11 @@ Pareto frontier and write the chosen policy as a config file (see solver/offline
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
-from solver.commands.common import fail, first_line
-from solver.commands.simulate import int_list, stopper_sets
+from solver.commands.common import add_cluster_arguments, cluster_spec, fail, first_line
+from solver.commands.simulate import default_jobs, int_list, stopper_sets
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -47,15 +46,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                       help="pick the highest P(score >= X), the cheapest among equals")
     parser.add_argument("--axis", choices=("reps", "tokens", "seconds"), default="reps",
                         help="the cost the pick rule counts (default: repetitions launched per problem)")
-    parser.add_argument("--jobs", type=int, default=None, help="parallel processes (default: usable cores, at most 4)")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="parallel processes (default: usable cores, at most 4; with --cluster, its CPUs)")
+    add_cluster_arguments(parser, engines=False)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from solver.cluster.spec import ClusterError
+    from solver.commands.cluster import offline_on_cluster
     from solver.offline.frontier import PickError, PickRule
     from solver.offline.pools import SimulationError
-    from solver.offline.simulate import SimulationRequest
-    from solver.offline.tune import tune
+    from solver.offline.simulate import SimulationRequest, validate
+    from solver.offline.tune import TuneReport, tune
     from solver.offline.tune_output import markdown, write_outputs
 
     if args.tolerance is not None and args.tolerance < 0:
@@ -64,6 +69,10 @@ def run(args: argparse.Namespace) -> int:
         return fail("--max-cost must be > 0")
     if args.jobs is not None and args.jobs < 1:
         return fail("--jobs must be >= 1")
+    try:
+        cluster = cluster_spec(args)
+    except ClusterError as exc:
+        return fail(first_line(exc))
     if args.max_cost is not None:
         rule = PickRule("budget", args.max_cost, args.axis)
     elif args.at_least is not None:
@@ -71,14 +80,19 @@ def run(args: argparse.Namespace) -> int:
     else:
         rule = PickRule("tolerance", 0.5 if args.tolerance is None else args.tolerance, args.axis)
     stoppers = stopper_sets(args.stopper)
-    jobs = args.jobs if args.jobs is not None else max(1, min(4, len(os.sched_getaffinity(0))))
+    jobs = default_jobs() if args.jobs is None else args.jobs
     request = SimulationRequest(
         run_dirs=tuple(args.runs), reps=args.reps, voters=tuple(args.voter), stoppers=stoppers,
         workers=args.workers, budgets=tuple(args.budget) or (None,), problems=args.problems, trials=args.trials,
         seed=args.seed, draw=args.draw, tokens_per_s=args.tokens_per_s, jobs=jobs)
+
+    def search(jobs: int) -> TuneReport:
+        return tune(replace(request, jobs=jobs), rule)
+
     try:
-        report = tune(request, rule)
-    except (SimulationError, PickError) as exc:
+        validate(request)  # before a cluster starts
+        report = tune(request, rule) if cluster is None else offline_on_cluster(cluster, search, args.jobs)
+    except (SimulationError, PickError, ClusterError) as exc:
         return fail(first_line(exc))
     written = write_outputs(report, args.out)
     sys.stdout.write(markdown(report))
