@@ -7,9 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from solver.commands.common import add_cluster_arguments, cluster_spec
-
-EXIT_BAD_INPUT = 2
+from solver.commands.common import EXIT_BAD_INPUT, EXIT_FAILED, add_cluster_arguments, cluster_spec, fail, first_line
 
 
 def int_list(text: str) -> tuple[int, ...]:
@@ -96,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     from solver.cluster.spec import ClusterError
     from solver.commands.cluster import offline_on_cluster
     from solver.offline.pools import SimulationError
-    from solver.offline.simulate import SimulationReport, SimulationRequest, simulate, validate
+    from solver.offline.simulate import SimulationReport, SimulationRequest, load, simulate, simulate_pools, validate
     from solver.offline.simulate_output import write_outputs
 
     try:
@@ -114,12 +112,22 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed, draw=args.draw, tokens_per_s=args.tokens_per_s, thresholds=args.at_least,
         jobs=jobs, calibration_reps=args.calibration_reps, overrides=overrides)
 
-    def play(jobs: int) -> SimulationReport:
-        return simulate(replace(request, jobs=jobs))
-
     try:
-        validate(request)  # before a cluster starts
-        report = simulate(request) if cluster is None else offline_on_cluster(cluster, play, args.jobs)
+        validate(request)
+        if cluster is None:
+            report = simulate(request)
+        else:
+            pools, config = load(request)  # missing or bad runs fail here, before a cluster starts
+
+            def play(jobs: int) -> SimulationReport:
+                return simulate_pools(replace(request, jobs=jobs), pools, config)
+
+            from ray.exceptions import RayError  # cluster_spec made sure Ray is there
+
+            try:
+                report = offline_on_cluster(cluster, play, args.jobs)
+            except RayError as exc:  # a task or worker lost mid-run: one line, exit 1
+                return fail(f"{type(exc).__name__}: {first_line(exc)}", EXIT_FAILED)
     except (SimulationError, ClusterError) as exc:
         print(f"solver: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from solver.commands.common import add_cluster_arguments, cluster_spec, fail, first_line
+from solver.commands.common import EXIT_FAILED, add_cluster_arguments, cluster_spec, fail, first_line
 from solver.commands.simulate import default_jobs, int_list, stopper_sets
 
 
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from solver.commands.cluster import offline_on_cluster
     from solver.offline.frontier import PickError, PickRule
     from solver.offline.pools import SimulationError
-    from solver.offline.simulate import SimulationRequest, validate
+    from solver.offline.simulate import SimulationRequest, load, validate
     from solver.offline.tune import TuneReport, tune
     from solver.offline.tune_output import markdown, write_outputs
 
@@ -86,12 +86,22 @@ def run(args: argparse.Namespace) -> int:
         workers=args.workers, budgets=tuple(args.budget) or (None,), problems=args.problems, trials=args.trials,
         seed=args.seed, draw=args.draw, tokens_per_s=args.tokens_per_s, jobs=jobs)
 
-    def search(jobs: int) -> TuneReport:
-        return tune(replace(request, jobs=jobs), rule)
-
     try:
-        validate(request)  # before a cluster starts
-        report = tune(request, rule) if cluster is None else offline_on_cluster(cluster, search, args.jobs)
+        validate(request)
+        if cluster is None:
+            report = tune(request, rule)
+        else:
+            loaded = load(request)  # missing or bad runs fail here, before a cluster starts
+
+            def search(jobs: int) -> TuneReport:
+                return tune(replace(request, jobs=jobs), rule, loaded)
+
+            from ray.exceptions import RayError  # cluster_spec made sure Ray is there
+
+            try:
+                report = offline_on_cluster(cluster, search, args.jobs)
+            except RayError as exc:  # a task or worker lost mid-run: one line, exit 1
+                return fail(f"{type(exc).__name__}: {first_line(exc)}", EXIT_FAILED)
     except (SimulationError, PickError, ClusterError) as exc:
         return fail(first_line(exc))
     written = write_outputs(report, args.out)

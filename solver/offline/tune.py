@@ -14,8 +14,9 @@ from pathlib import Path
 
 import yaml
 
+from solver.config import Config
 from solver.offline.frontier import AXES, Axis, PickRule, cost, dominance_gap, frontier, pick
-from solver.offline.pools import SimulationError
+from solver.offline.pools import ProblemPool, SimulationError
 from solver.offline.simulate import SimulationReport, SimulationRequest, load, simulate_pools, validate
 from solver.offline.summary import Summary
 
@@ -55,11 +56,13 @@ class TuneReport:
         return self.simulation.summaries
 
 
-def tune(req: SimulationRequest, rule: PickRule) -> TuneReport:
+def tune(req: SimulationRequest, rule: PickRule,
+         loaded: tuple[list[ProblemPool], Config] | None = None) -> TuneReport:
     """Search ``req``'s grid (empty reps / stoppers: :func:`default_reps` / :data:`DEFAULT_STOPPERS`) and pick
-    by ``rule``. Errors are one-line ``SimulationError``s or ``PickError``s, raised before anything is written."""
+    by ``rule``; ``loaded`` is :func:`~solver.offline.simulate.load`'s result when the caller read the runs
+    already. Errors are one-line ``SimulationError``s or ``PickError``s, raised before anything is written."""
     validate(req)
-    pools, config = load(req)
+    pools, config = load(req) if loaded is None else loaded
     sizes = [len(p.repetitions) for p in pools]
     if not sizes or max(sizes) == 0:
         raise SimulationError("the runs hold no finished repetitions")

@@ -43,6 +43,23 @@ def test_offline_commands_have_no_engine_actors(tmp_path: Path, capsys: pytest.C
     assert exited.value.code == 2 and "unrecognized arguments: --actors 2" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", [SIMULATE, TUNE], ids=["simulate", "tune"])
+def test_a_missing_run_fails_before_any_cluster_starts(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch, command: list[str]) -> None:
+    from solver.cluster.connect import RayConnection
+
+    def no_cluster(self):  # a control-flow double: entering it means Ray would start
+        raise AssertionError("a cluster was started for input that cannot run")
+
+    monkeypatch.setattr(RayConnection, "__enter__", no_cluster)
+    missing = tmp_path / "no-such-run"
+    out = tmp_path / "out"
+    assert main([command[0], str(missing), *command[2:], "--out", str(out), "--cluster", "local:2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("solver: error:") and "no-such-run" in err, err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("command", [
     SIMULATE, TUNE,
     ["sweep", "demo", "--reps", "1,2", "--workers", "1", "--offline"],
