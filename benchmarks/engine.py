@@ -482,11 +482,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ratio {key} = {value:.3f}" + (f"   ({notes[key]})" if key in notes else ""))
     floors = None
     if plans is not None:
-        together_s, one_by_one_s = code_floor(plans, config.sandbox.timeout_s)
-        floors = {"together_s": together_s, "one_by_one_s": one_by_one_s}
-        print(f"programs of the slowest repetition: {together_s:.1f} s with the problems together, "
-              f"{one_by_one_s:.1f} s summed over the problems one by one (no pipeline ends sooner; the raw "
-              f"contenders run no programs)")
+        together_s, one_by_one_s, total_s = code_floor(plans, config.sandbox.timeout_s)
+        from solver.sandbox.pool import default_workers
+
+        workers = config.sandbox.workers or default_workers()  # as in_process's create_sandbox sizes the pool
+        floors = {"together_s": together_s, "one_by_one_s": one_by_one_s, "pool_s": total_s / workers}
+        print(f"code floor (no pipeline ends sooner; the raw contenders run no programs): the slowest repetition's "
+              f"programs {together_s:.1f} s with the problems together, {one_by_one_s:.1f} s summed over the "
+              f"problems one by one; all programs {total_s:.1f} s over {workers} sandbox workers = "
+              f"{total_s / workers:.1f} s")
     if "(bs)" in by and "(b)" in by:
         b, bs = by["(b)"], by["(bs)"]
         print(f"main-process CPU per 1k tokens, per turn / streaming = {b.cpu_ms_per_1k / bs.cpu_ms_per_1k:.2f}"

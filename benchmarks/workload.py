@@ -57,22 +57,25 @@ class RepetitionPlan:
         return sum(t.tokens for t in self.turns)
 
 
-def code_floor(plans: dict[tuple[str, int], RepetitionPlan], timeout_s: float) -> tuple[float, float]:
-    """Seconds of programs in the slowest repetition (each program cut at the sandbox timeout): no pipeline ends
-    a problem before its slowest repetition's programs have run, whatever the engine does. Returns the floor for
-    all problems at once and the floor summed over problems solved one after another.
+def code_floor(plans: dict[tuple[str, int], RepetitionPlan], timeout_s: float) -> tuple[float, float, float]:
+    """Seconds of programs no pipeline can hide (each program cut at the sandbox timeout): the slowest
+    repetition's programs for all problems at once, the same summed over problems solved one after another (no
+    problem ends before its slowest repetition's programs have run, whatever the engine does), and every
+    program's seconds (divided by the sandbox workers: the pool's own floor).
 
     >>> plans = {("p", 0): RepetitionPlan((TurnPlan(9, 1.0), TurnPlan(9, 9.0), TurnPlan(9, None)), 1),
     ...          ("p", 1): RepetitionPlan((TurnPlan(9, 2.0), TurnPlan(9, None)), 1),
     ...          ("q", 0): RepetitionPlan((TurnPlan(9, 3.0), TurnPlan(9, None)), 1)}
     >>> code_floor(plans, timeout_s=5.0)
-    (6.0, 9.0)
+    (6.0, 9.0, 11.0)
     """
     per_problem: dict[str, float] = {}
+    total = 0.0
     for (problem_id, _), plan in plans.items():
         seconds = sum(min(t.code_s, timeout_s) for t in plan.turns if t.code_s is not None)
         per_problem[problem_id] = max(per_problem.get(problem_id, 0.0), seconds)
-    return max(per_problem.values(), default=0.0), sum(per_problem.values())
+        total += seconds
+    return max(per_problem.values(), default=0.0), sum(per_problem.values()), total
 
 
 def lognormal(rng: random.Random, median: float, sigma: float) -> float:
