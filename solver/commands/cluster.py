@@ -97,11 +97,18 @@ def offline_on_cluster(target: Any, work: Callable[[int], T], jobs: int | None =
     """``work(jobs)`` with every joblib ``Parallel`` call inside it run as Ray tasks. ``target`` is a ClusterSpec
     (Ray is started or joined here, and left as it was found) or a RayConnection already open; ``jobs`` None means
     the cluster's CPUs. The offline code fixes its random draws before it fans out, so ``work`` gives the same
-    result here as with joblib's own processes or in one process."""
+    result here as with joblib's own processes or in one process. Ray failing under the work is a
+    ``ClusterFailed``."""
+    from ray.exceptions import RayError
+
     from solver.cluster.connect import RayConnection, joblib_backend
+    from solver.cluster.spec import ClusterFailed
 
     if not isinstance(target, RayConnection):
         with RayConnection(target) as connection:
             return offline_on_cluster(connection, work, jobs)
-    with joblib_backend(target) as cpus:
-        return work(cpus if jobs is None else jobs)
+    try:
+        with joblib_backend(target) as cpus:
+            return work(cpus if jobs is None else jobs)
+    except RayError as exc:  # a task or worker lost mid-run: the caller says so in one line, exit 1
+        raise ClusterFailed(f"{type(exc).__name__}: {first_line(exc)}") from exc

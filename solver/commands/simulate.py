@@ -91,7 +91,7 @@ def default_jobs() -> int:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from solver.cluster.spec import ClusterError
+    from solver.cluster.spec import ClusterError, ClusterFailed
     from solver.commands.cluster import offline_on_cluster
     from solver.offline.pools import SimulationError
     from solver.offline.simulate import SimulationReport, SimulationRequest, load, simulate, simulate_pools, validate
@@ -122,12 +122,9 @@ def run(args: argparse.Namespace) -> int:
             def play(jobs: int) -> SimulationReport:
                 return simulate_pools(replace(request, jobs=jobs), pools, config)
 
-            from ray.exceptions import RayError  # cluster_spec made sure Ray is there
-
-            try:
-                report = offline_on_cluster(cluster, play, args.jobs)
-            except RayError as exc:  # a task or worker lost mid-run: one line, exit 1
-                return fail(f"{type(exc).__name__}: {first_line(exc)}", EXIT_FAILED)
+            report = offline_on_cluster(cluster, play, args.jobs)
+    except ClusterFailed as exc:  # Ray failed under the trials: one line, exit 1
+        return fail(first_line(exc), EXIT_FAILED)
     except (SimulationError, ClusterError) as exc:
         print(f"solver: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -55,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from solver.cluster.spec import ClusterError
+    from solver.cluster.spec import ClusterError, ClusterFailed
     from solver.commands.cluster import offline_on_cluster
     from solver.offline.frontier import PickError, PickRule
     from solver.offline.pools import SimulationError
@@ -96,12 +96,9 @@ def run(args: argparse.Namespace) -> int:
             def search(jobs: int) -> TuneReport:
                 return tune(replace(request, jobs=jobs), rule, loaded)
 
-            from ray.exceptions import RayError  # cluster_spec made sure Ray is there
-
-            try:
-                report = offline_on_cluster(cluster, search, args.jobs)
-            except RayError as exc:  # a task or worker lost mid-run: one line, exit 1
-                return fail(f"{type(exc).__name__}: {first_line(exc)}", EXIT_FAILED)
+            report = offline_on_cluster(cluster, search, args.jobs)
+    except ClusterFailed as exc:  # Ray failed under the trials: one line, exit 1
+        return fail(first_line(exc), EXIT_FAILED)
     except (SimulationError, PickError, ClusterError) as exc:
         return fail(first_line(exc))
     written = write_outputs(report, args.out)

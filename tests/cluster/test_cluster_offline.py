@@ -118,3 +118,23 @@ def test_outputs_are_identical_with_and_without_a_cluster(tmp_path: Path, ray_cp
     assert seen_jobs[1] == (ray_cpus, "RayBackend")  # --jobs defaulted to the cluster's CPUs, the work on Ray
     for name in files:
         assert (tmp_path / "local" / name).read_text() == (tmp_path / "cluster" / name).read_text(), name
+
+
+@pytest.mark.parametrize("command", [SIMULATE, TUNE], ids=["simulate", "tune"])
+def test_ray_failing_under_the_trials_is_one_line_and_exit_1(tmp_path: Path, ray_cpus: int,
+                                                             capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch,
+                                                             command: list[str]) -> None:
+    from ray.exceptions import RaySystemError
+
+    import solver.offline.simulate as simulate_module
+
+    def lost(plan, trials, seed, jobs=1):  # type: ignore[no-untyped-def]  # a control-flow double: a node lost
+        raise RaySystemError("the node running trial chunk 3 died")
+
+    monkeypatch.setattr(simulate_module, "run_trials", lost)
+    out = tmp_path / "out"
+    assert main([*command, "--out", str(out), "--cluster", "local:2"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("solver: error: RaySystemError:") and "died" in err, err
+    assert not out.exists()
