@@ -305,6 +305,11 @@ async def open_vllm_engine(config: Config) -> VllmEngine:
 
     args = engine_args(config, model)
     check_sampling_extra(config.sampling.extra)
+    if config.engine.streaming_input and streaming_input_class() is None:
+        import vllm
+
+        log.warning("engine.streaming_input: vLLM %s has no streaming input that keeps each turn's max_tokens "
+                    "(0.32 or later has); every turn goes in as a request of its own", vllm.__version__)
     tokenizer = load_tokenizer(model, config)
     llm = OnceAsyncLLM.from_engine_args(args)
     return VllmEngine(llm, tokenizer, by_priority=config.engine.args.get("scheduling_policy") == "priority")
