@@ -155,4 +155,4 @@ def _short(s: Summary) -> str:
     >>> _short(SimpleNamespace(setting=Setting(16, "majority", ("margin:3", "lossless"), 1)))
     'N16 margin:3,lossless'
     """
-    return f"N{s.setting.reps} {','.join(s.setting.stoppers) or 'none'}"
+    return f"N{s.setting.reps} {s.setting.stop_label}"
