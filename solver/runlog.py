@@ -18,7 +18,7 @@ import platform
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -466,11 +466,7 @@ class RunLog:
 
     def append_problem(self, problem: Problem) -> None:
         """Record a problem's text and reference answer once (a second call for the same id writes nothing)."""
-        with self._lock:
-            if problem.id in self._problems:
-                return
-            self._write(encode_line("problem", problem_to_json(problem)))
-            self._problems[problem.id] = problem
+        self._append_once(self._problems, problem.id, problem, "problem", problem_to_json)
 
     def append(self, rep: Repetition) -> None:
         """Record a repetition durably. A finished repetition already on disk under the same (problem, index)
@@ -482,11 +478,8 @@ class RunLog:
             self._remember(rep)
 
     def append_result(self, result: ProblemResult) -> None:
-        with self._lock:
-            if result.problem_id in self._results:
-                return
-            self._write(encode_line("result", result_to_json(result)))
-            self._results[result.problem_id] = result
+        """Record a problem's result once (a second call for the same problem writes nothing)."""
+        self._append_once(self._results, result.problem_id, result, "result", result_to_json)
 
     def close(self) -> None:
         with self._lock:
@@ -516,6 +509,17 @@ class RunLog:
             return dict(self._problems)
 
     # -- internals --
+
+    def _append_once(self, table: dict[str, Any], key: str, record: Any, kind: RecordType,
+                     to_json: Callable[[Any], dict[str, Any]]) -> None:
+        """Write ``record`` as a ``kind`` line unless ``table`` (what the log holds) has ``key`` already: a
+        problem's text and its result are each on disk once, however often a caller (a resumed run, a re-queued
+        problem) records them."""
+        with self._lock:
+            if key in table:
+                return
+            self._write(encode_line(kind, to_json(record)))
+            table[key] = record
 
     def _remember(self, rep: Repetition) -> None:
         self._reps.append(rep)

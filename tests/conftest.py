@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,6 +22,56 @@ def tiny_config():
 
     return load_config("tiny", overrides={"sampling.max_tokens": 48, "sampling.max_total_tokens": 96,
                                           "sampling.max_turns": 2, "solve.reps": 2, "solve.workers": 2})
+
+
+@pytest.fixture(scope="module")
+def engine_config(tiny_config):
+    """The configuration ``engine_loop`` starts its engine with; a test module overrides this fixture to start it
+    with other engine settings."""
+    return tiny_config
+
+
+@pytest.fixture(scope="module")
+def engine_loop(engine_config, request) -> Iterator[tuple[object, object]]:
+    """(LoopThread, VllmEngine): the real vLLM engine with the tiny model on one long-lived event loop.
+
+    Module-scoped: a start costs about a minute on CPU, so a module's tests share one engine."""
+    from solver.engines.vllm_async import open_vllm_engine
+    from solver.loop.thread import LoopThread
+
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    loop = LoopThread(f"test-engine-{request.module.__name__.rpartition('.')[2]}")  # names the module in dumps
+    outcome = loop.run(open_vllm_engine(engine_config), timeout_s=600)
+    if not outcome.ok:
+        loop.close()
+        pytest.fail(f"the real engine did not start: {outcome.error}")
+    engine = outcome.value
+    yield loop, engine
+    loop.run(engine.close(), timeout_s=60)
+    loop.close()
+
+
+@pytest.fixture(scope="module")
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """A module's own event loop: the sandbox ``pool`` lives on it across the module's tests."""
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+@pytest.fixture(scope="module")
+def pool(loop: asyncio.AbstractEventLoop, pool_options: dict):
+    """A started ``ProcessPoolSandbox`` shared by a module's tests, closed after the last one.
+
+    A module using it defines a module-scoped ``pool_options`` fixture: the pool's keyword arguments (its
+    ``config`` and any of ``namespaces``, ``interrupt_grace_s``, ...); fixtures it requests are set up before the
+    pool starts and torn down after it closes."""
+    from solver.sandbox.pool import ProcessPoolSandbox
+
+    sandbox = ProcessPoolSandbox(**pool_options)
+    loop.run_until_complete(sandbox.start())
+    yield sandbox
+    loop.run_until_complete(sandbox.close())
 
 
 def solver_cmd(*args: str) -> list[str]:

@@ -337,88 +337,57 @@ def stop_reason(stopper: Stopper, state: VoteState) -> StopReason | None:
     return stopper.name if stopper(state) else None
 
 
-def _number(name: str, param: str | None, default: float, low: float, high: float) -> float:
-    if param is None:
-        return default
-    try:
-        value = float(param)
-    except ValueError:
-        value = float("nan")
-    if not low <= value <= high:
-        raise ConfigError(f"stopper {name!r} needs a number in [{low:g}, {high:g}], got {param!r}")
-    return value
+@dataclass(frozen=True)
+class _Param:
+    """A policy's parameter: its default and range; ``whole`` for counts (repetitions, votes)."""
+
+    default: float
+    low: float = 1
+    high: float = 10_000
+    whole: bool = False
+
+    def parse(self, name: str, param: str | None) -> float:
+        if param is None:
+            return int(self.default) if self.whole else self.default
+        try:
+            value = float(param)
+        except ValueError:
+            value = float("nan")
+        if not self.low <= value <= self.high:
+            raise ConfigError(f"stopper {name!r} needs a number in [{self.low:g}, {self.high:g}], got {param!r}")
+        if not self.whole:
+            return value
+        if value != int(value):
+            raise ConfigError(f"stopper {name!r} needs a whole number, got {param!r}")
+        return int(value)
 
 
-def _whole(name: str, param: str | None, default: int) -> int:
-    value = _number(name, param, default, 1, 10_000)
-    if value != int(value):
-        raise ConfigError(f"stopper {name!r} needs a whole number, got {param!r}")
-    return int(value)
+def _register(name: str, rule: Callable[..., bool], param: _Param | None = None) -> None:
+    """Register ``rule`` under ``name`` by the one factory rule every policy follows: a policy without a
+    parameter refuses one; with one, the value is checked against its range and written into the recorded name
+    (``"beta:0.95"``, ``"agree:4"``) so a run's stop reason says which setting fired."""
+
+    def factory(spec: str | None = None) -> Stopper:
+        if param is None:
+            if spec is not None:
+                raise ConfigError(f"stopper {name!r} takes no parameter, got {spec!r}")
+            return Policy(name, rule)
+        value = param.parse(name, spec)
+        return Policy(f"{name}:{value:g}", lambda s: rule(s, value))
+
+    STOPPERS.register(name)(factory)
 
 
-def _no_param(name: str, param: str | None) -> None:
-    if param is not None:
-        raise ConfigError(f"stopper {name!r} takes no parameter, got {param!r}")
-
-
-@STOPPERS.register("agree_rules")
-def _agree_rules(param: str | None = None) -> Stopper:
-    _no_param("agree_rules", param)
-    return Policy("agree_rules", agree_rules)
-
-
-@STOPPERS.register("agree")
-def _agree(param: str | None = None) -> Stopper:
-    k = _whole("agree", param, 4)
-    return Policy(f"agree:{k}", lambda s: agree(s, k))
-
-
-@STOPPERS.register("ztest")
-def _ztest(param: str | None = None) -> Stopper:
-    alpha = _number("ztest", param, 0.05, 1e-9, 0.5)
-    return Policy(f"ztest:{alpha:g}", lambda s: ztest(s, alpha))
-
-
-@STOPPERS.register("beta")
-def _beta(param: str | None = None) -> Stopper:
-    p = _number("beta", param, 0.95, 0.5, 1.0)
-    return Policy(f"beta:{p:g}", lambda s: beta(s, p))
-
-
-@STOPPERS.register("esc")
-def _esc(param: str | None = None) -> Stopper:
-    w = _whole("esc", param, 5)
-    return Policy(f"esc:{w}", lambda s: esc(s, w))
-
-
-@STOPPERS.register("lossless")
-def _lossless(param: str | None = None) -> Stopper:
-    _no_param("lossless", param)
-    return Policy("lossless", lossless)
-
-
-@STOPPERS.register("margin")
-def _margin(param: str | None = None) -> Stopper:
-    m = _whole("margin", param, 3)
-    return Policy(f"margin:{m}", lambda s: margin(s, m))
-
-
-@STOPPERS.register("hold")
-def _hold_stopper(param: str | None = None) -> Stopper:
-    p = _number("hold", param, 0.95, 0.5, 1.0)
-    return Policy(f"hold:{p:g}", lambda s: hold(s, p))
-
-
-@STOPPERS.register("futile")
-def _futile(param: str | None = None) -> Stopper:
-    k = _whole("futile", param, 10)
-    return Policy(f"futile:{k}", lambda s: futile(s, k))
-
-
-@STOPPERS.register("max_reps")
-def _max_reps(param: str | None = None) -> Stopper:
-    _no_param("max_reps", param)
-    return Policy("max_reps", max_reps)
+_register("agree_rules", agree_rules)
+_register("agree", agree, _Param(4, whole=True))
+_register("ztest", ztest, _Param(0.05, 1e-9, 0.5))
+_register("beta", beta, _Param(0.95, 0.5, 1.0))
+_register("esc", esc, _Param(5, whole=True))
+_register("lossless", lossless)
+_register("margin", margin, _Param(3, whole=True))
+_register("hold", hold, _Param(0.95, 0.5, 1.0))
+_register("futile", futile, _Param(10, whole=True))
+_register("max_reps", max_reps)
 
 
 def parse_stopper(spec: str) -> Stopper:

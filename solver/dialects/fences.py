@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from solver.core.answers import has_final_answer
+from solver.core.answers import FinalAnswerWatch
 from solver.config import Config
 from solver.dialects.base import Prompt, Reading, Stops, TurnOutput
 from solver.dialects.prompts import Template, describe_execution
@@ -74,16 +74,14 @@ class FencesDialogue:
         else:
             self.text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
             self.ids = dialect.encode(self.text)
-        self._seen: list[str] = []
+        self._watch = FinalAnswerWatch()
         self._ids_of_turn: tuple[int, ...] | None = None  # the last turn read, as the next prompt carries it
 
     def prompt(self) -> Prompt:
         return Prompt(self.text, tuple(self.ids) if self.ids is not None else None)
 
     def watch(self, text: str, token_ids: tuple[int, ...]) -> bool:
-        self._seen.append(text)
-        # A closing brace is the only way a \boxed{} can complete: check the whole text only then.
-        return "}" in text and has_final_answer("".join(self._seen))
+        return self._watch.feed(text)
 
     def generated(self, out: TurnOutput) -> tuple[str, tuple[int, ...] | None]:
         """The turn as the model saw it, as text and (with a tokenizer) ids: the ids as generated and their
@@ -98,7 +96,7 @@ class FencesDialogue:
         return text, (tuple(self.dialect.encode(text)) if self.ids is not None else None)
 
     def read(self, out: TurnOutput) -> Reading:
-        self._seen = []
+        self._watch = FinalAnswerWatch()
         if out.finish != "stop" or out.stop_reason is None or out.ended_by_loop:
             # The turn ends the repetition (end of text, a limit, or the loop left): nothing continues from it.
             text = self.generated(out)[0] if out.ended_by_loop else out.text

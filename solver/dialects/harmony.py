@@ -23,7 +23,7 @@ import functools
 from typing import Any
 
 from solver.config import Config, ConfigError
-from solver.core.answers import has_final_answer
+from solver.core.answers import FinalAnswerWatch
 from solver.dialects.base import Prompt, Reading, Stops, TurnOutput
 from solver.dialects.vocabulary import use_vocabulary
 from solver.dialects.prompts import Template, describe_execution
@@ -65,7 +65,7 @@ class HarmonyDialogue:
         self.ids: list[int] = list(enc.render_conversation_for_completion(
             Conversation.from_messages(self.messages), Role.ASSISTANT))
         self.text = enc.decode(self.ids)
-        self._watched = ""
+        self._watch = FinalAnswerWatch(after=FINAL_MARKER)  # only the final channel's answer counts
         self._turn_ids: list[int] = []
         self._call: Any = None
 
@@ -74,11 +74,7 @@ class HarmonyDialogue:
 
     def watch(self, text: str, token_ids: tuple[int, ...]) -> bool:
         piece = self.dialect.encoding.decode(list(token_ids)) if token_ids else text
-        self._watched += piece
-        if "}" not in piece:
-            return False
-        at = self._watched.rfind(FINAL_MARKER)
-        return at >= 0 and has_final_answer(self._watched[at + len(FINAL_MARKER):])
+        return self._watch.feed(piece)
 
     def parse(self, ids: list[int]) -> list[Any]:
         """The messages of one turn; garbage (a random model, a cut turn) gives what could be read, or none."""
@@ -91,7 +87,7 @@ class HarmonyDialogue:
             return []
 
     def read(self, out: TurnOutput) -> Reading:
-        self._watched, self._call = "", None
+        self._watch, self._call = FinalAnswerWatch(after=FINAL_MARKER), None
         enc, stops = self.dialect.encoding, self.dialect.stops.token_ids
         ids = list(out.token_ids)
         if out.stop_token is not None and (not ids or ids[-1] != out.stop_token):

@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from solver.config import Config, ConfigError
-from solver.core.answers import has_final_answer
+from solver.core.answers import FinalAnswerWatch
 from solver.dialects.base import Prompt, Reading, Stops, TurnOutput
 from solver.dialects.fences import split_at_stop
 from solver.dialects.prompts import Template, describe_execution
@@ -71,18 +71,17 @@ class HermesDialogue:
                                                {"role": "user", "content": user}]
         self.text = dialect.render(self.messages)
         self.ids = dialect.encode(self.text)
-        self._seen: list[str] = []
+        self._watch = FinalAnswerWatch()
         self._turn_ids: list[int] = []
 
     def prompt(self) -> Prompt:
         return Prompt(self.text, tuple(self.ids))
 
     def watch(self, text: str, token_ids: tuple[int, ...]) -> bool:
-        self._seen.append(text)
-        return "}" in text and has_final_answer("".join(self._seen))
+        return self._watch.feed(text)
 
     def read(self, out: TurnOutput) -> Reading:
-        self._seen = []
+        self._watch = FinalAnswerWatch()
         generated, ids = out.text, list(out.token_ids)
         decoded = self.dialect.decode(ids) if ids else ""
         if ids and decoded.startswith(out.text):

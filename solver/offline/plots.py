@@ -49,6 +49,11 @@ def plot_score_distributions(summaries: Sequence[Summary], path: Path) -> Path:
         ax.set_yticks([])
     axes[-1, 0].set_xlim(low - pad, high + pad)
     axes[-1, 0].set_xlabel(f"problems right out of {k} (line: mean; shaded: 5–95 % of leaderboard runs)")
+    return _save(plt, fig, path)
+
+
+def _save(plt, fig, path: Path) -> Path:  # type: ignore[no-untyped-def]
+    """Every plot is laid out, written at one resolution and closed (pyplot keeps open figures alive)."""
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -80,10 +85,7 @@ def plot_accuracy_vs_reps(summaries: Sequence[Summary], path: Path) -> Path:
     ax.set_ylabel("accuracy % (bars and shading: 5–95 % of leaderboard runs)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def _zoom_accuracy(ax, summaries: Sequence[Summary]) -> None:  # type: ignore[no-untyped-def]
@@ -142,10 +144,7 @@ def plot_frontier(summaries: Sequence[Summary], frontiers: dict[Axis, list[Summa
         ax.legend(fontsize=7, loc="lower right")
     fig.suptitle(f"Cost against expected accuracy ({k} problems per leaderboard run, "
                  f"{summaries[0].trials} trials per setting)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def _short(s: Summary) -> str:
@@ -155,4 +154,4 @@ def _short(s: Summary) -> str:
     >>> _short(SimpleNamespace(setting=Setting(16, "majority", ("margin:3", "lossless"), 1)))
     'N16 margin:3,lossless'
     """
-    return f"N{s.setting.reps} {','.join(s.setting.stoppers) or 'none'}"
+    return f"N{s.setting.reps} {s.setting.stop_label}"

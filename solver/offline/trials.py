@@ -41,8 +41,17 @@ class Setting:
         'reps=16 voter=majority stop=beta,esc:5 workers=8 budget=3600s'
         """
         budget = "-" if self.budget_s is None else f"{self.budget_s:g}s"
-        stop = ",".join(self.stoppers) or "none"
-        return f"reps={self.reps} voter={self.voter} stop={stop} workers={self.workers} budget={budget}"
+        return (f"reps={self.reps} voter={self.voter} stop={self.stop_label} workers={self.workers} "
+                f"budget={budget}")
+
+    @property
+    def stop_label(self) -> str:
+        """The stoppers as every table and plot names them.
+
+        >>> Setting(8, "majority", (), 1).stop_label, Setting(8, "majority", ("margin:3", "lossless"), 1).stop_label
+        ('none', 'margin:3,lossless')
+        """
+        return ",".join(self.stoppers) or "none"
 
 
 def grid(reps: Sequence[int], voters: Sequence[str], stoppers: Sequence[tuple[str, ...]],

@@ -123,4 +123,4 @@ def stoppers_label(s: Summary) -> str:
     >>> stoppers_label(SimpleNamespace(setting=Setting(8, "majority", (), 1)))
     'none'
     """
-    return ",".join(s.setting.stoppers) or "none"
+    return s.setting.stop_label

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import threading
 import time
 from pathlib import Path
@@ -10,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from solver.core import answers
-from solver.core.answers import code_answer, extract_answers, has_final_answer, is_correct, last_boxed, normalise
+from solver.core.answers import (FinalAnswerWatch, code_answer, extract_answers, has_final_answer, is_correct,
+                                 last_boxed, normalise)
 from solver.config import AnswerConfig
 
 DATA = Path(__file__).parents[1] / "data"
@@ -79,6 +81,29 @@ def test_has_final_answer_on_a_growing_stream() -> None:
     assert not has_final_answer(text)
     assert has_final_answer(text + "2}")
     assert not has_final_answer("no box yet, answer is 12")
+
+
+# Pieces that make boxes open, close, nest, escape, split between pieces, stay open past MAX_BOX_CHARS, and
+# markers cut between pieces.
+_STREAM_PIECES = ["\\boxed", "\\fbox", "\\boxe", "d", "ed", "{", "}", "}}", " ", "\n", "$", "\\", "x", "12",
+                  "\\{", "\\}", "\\frac", "\\boxed{", "\\boxed ", "<final>", "<fin", "al>", "a" * 700, "b" * 1999]
+
+
+@pytest.mark.parametrize("after", [None, "<final>"])
+def test_final_answer_watch_says_what_has_final_answer_says_on_the_whole_text(after: str | None) -> None:
+    """The streaming watch against the rule it replaces: at each piece with a "}", has_final_answer of all the
+    text so far (after the last marker, with one)."""
+    rng = random.Random(7)
+    for _ in range(2000):
+        text = "".join(rng.choice(_STREAM_PIECES) for _ in range(rng.randint(0, 40)))
+        cuts = sorted(rng.sample(range(len(text) + 1), min(len(text) + 1, rng.randint(0, 30))))
+        pieces = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)])]
+        watch, seen = FinalAnswerWatch(after), ""
+        for piece in pieces:
+            seen += piece
+            at = 0 if after is None else seen.rfind(after)
+            expected = "}" in piece and at >= 0 and has_final_answer(seen[at + len(after or ""):])
+            assert watch.feed(piece) == expected, (pieces, piece)
 
 
 def test_is_correct_integer_rules_never_call_math_verify(monkeypatch: pytest.MonkeyPatch) -> None:

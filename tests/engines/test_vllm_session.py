@@ -4,8 +4,6 @@ engine continues from is exactly the turns' prompt ids, checked against plain re
 from __future__ import annotations
 
 import dataclasses
-import os
-from collections.abc import Iterator
 
 import pytest
 
@@ -13,22 +11,6 @@ from solver.engines.vllm_compat import streaming_input_class
 from solver.types import GenerationRequest
 
 pytestmark = pytest.mark.engine
-
-
-@pytest.fixture(scope="module")
-def engine_loop(tiny_config) -> Iterator[tuple[object, object]]:
-    from solver.engines.vllm_async import open_vllm_engine
-    from solver.loop.thread import LoopThread
-
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
-    loop = LoopThread("test-session")
-    outcome = loop.run(open_vllm_engine(tiny_config), timeout_s=600)
-    if not outcome.ok:
-        loop.close()
-        pytest.fail(f"the real engine did not start: {outcome.error}")
-    yield loop, outcome.value
-    loop.run(outcome.value.close(), timeout_s=60)
-    loop.close()
 
 
 def greedy(ids: list[int], rid: str, n: int) -> GenerationRequest:

@@ -7,8 +7,6 @@ are admitted is observable.
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import Iterator
 
 import pytest
 
@@ -19,25 +17,14 @@ pytestmark = pytest.mark.engine
 
 
 @pytest.fixture(scope="module")
-def priority_engine() -> Iterator[tuple[object, object]]:
-    from solver.engines.vllm_async import open_vllm_engine
-    from solver.loop.thread import LoopThread
-
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
-    config = load_config("tiny", overrides={"engine.args.scheduling_policy": "priority",
-                                            "engine.args.max_num_seqs": 1})
-    loop = LoopThread("test-priority-engine")
-    outcome = loop.run(open_vllm_engine(config), timeout_s=600)
-    if not outcome.ok:
-        loop.close()
-        pytest.fail(f"the real engine did not start: {outcome.error}")
-    yield loop, outcome.value
-    loop.run(outcome.value.close(), timeout_s=60)
-    loop.close()
+def engine_config():
+    """The shared ``engine_loop`` (tests/conftest.py) started with priority scheduling and one sequence slot."""
+    return load_config("tiny", overrides={"engine.args.scheduling_policy": "priority",
+                                          "engine.args.max_num_seqs": 1})
 
 
-def test_real_engine_admits_waiting_requests_in_priority_order(priority_engine):
-    loop, engine = priority_engine
+def test_real_engine_admits_waiting_requests_in_priority_order(engine_loop):
+    loop, engine = engine_loop
     ids = tuple(engine.tokenizer.encode("Count from one to fifty.", add_special_tokens=False))
     finished: list[str] = []
 

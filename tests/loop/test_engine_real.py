@@ -9,9 +9,7 @@ import asyncio
 import contextlib
 import csv
 import json
-import os
 import time
-from collections.abc import Iterator
 
 import psutil
 import pytest
@@ -21,24 +19,6 @@ from solver.core.stopping import STOPPERS, Policy
 from solver.types import GenerationRequest, Problem
 
 pytestmark = pytest.mark.engine
-
-
-@pytest.fixture(scope="module")
-def engine_loop(tiny_config) -> Iterator[tuple[object, object]]:
-    """(LoopThread, VllmEngine): the real vLLM engine with the tiny model on one long-lived event loop."""
-    from solver.engines.vllm_async import open_vllm_engine
-    from solver.loop.thread import LoopThread
-
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
-    loop = LoopThread("test-engine")
-    outcome = loop.run(open_vllm_engine(tiny_config), timeout_s=600)
-    if not outcome.ok:
-        loop.close()
-        pytest.fail(f"the real engine did not start: {outcome.error}")
-    engine = outcome.value
-    yield loop, engine
-    loop.run(engine.close(), timeout_s=60)
-    loop.close()
 
 
 def request(engine, rid: str, max_tokens: int, seed: int = 1, text: str = "Count from one to fifty.") -> GenerationRequest:

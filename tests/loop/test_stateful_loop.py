@@ -4,8 +4,7 @@ sandbox sessions, so a name defined by one call is there for the next and the se
 
 from __future__ import annotations
 
-import asyncio
-
+import pytest
 from doubles import ScriptedTokenEngine
 
 from solver.config import SandboxConfig, load_config
@@ -15,6 +14,12 @@ from solver.sandbox.pool import ProcessPoolSandbox
 from solver.types import Problem
 
 PROBLEM = Problem("s1", "What is 6 times 7?", answer="42")
+
+
+@pytest.fixture(scope="module")
+def pool_options() -> dict:
+    """The shared ``pool`` (tests/conftest.py) with one worker and a 5 s limit."""
+    return {"config": SandboxConfig(workers=1, timeout_s=5.0)}
 
 
 def config(mode: str):
@@ -49,25 +54,19 @@ class SessionRecorder:
         return self.sessions[-1]
 
 
-def solve(mode: str):
-    async def main():
-        cfg = config(mode)
-        dialect = make_dialect(cfg, None)
-        sandbox = ProcessPoolSandbox(SandboxConfig(workers=1, timeout_s=5.0))
-        await sandbox.start()
-        try:
-            turns = script(dialect)
-            engine = ScriptedTokenEngine(lambda req: turns[req.turn])
-            recorder = SessionRecorder(sandbox)
-            rep = await run_repetition(PROBLEM, 0, engine=engine, sandbox=recorder, dialect=dialect, config=cfg)
-            return rep, recorder.sessions
-        finally:
-            await sandbox.close()
-    return asyncio.run(main())
+def solve(loop, pool: ProcessPoolSandbox, mode: str):
+    cfg = config(mode)
+    dialect = make_dialect(cfg, None)
+    turns = script(dialect)
+    engine = ScriptedTokenEngine(lambda req: turns[req.turn])
+    recorder = SessionRecorder(pool)
+    rep = loop.run_until_complete(run_repetition(PROBLEM, 0, engine=engine, sandbox=recorder, dialect=dialect,
+                                                 config=cfg))
+    return rep, recorder.sessions
 
 
-def test_stateful_repetition_keeps_names_across_calls_in_the_real_sandbox():
-    rep, sessions = solve("stateful")
+def test_stateful_repetition_keeps_names_across_calls_in_the_real_sandbox(loop, pool):
+    rep, sessions = solve(loop, pool, "stateful")
     assert rep.status == "done", rep.error
     first, second = rep.turns[0].execution, rep.turns[1].execution
     assert first is not None and first.status == "ok"
@@ -78,8 +77,8 @@ def test_stateful_repetition_keeps_names_across_calls_in_the_real_sandbox():
     assert len(sessions) == 1 and sessions[0].closed
 
 
-def test_fresh_mode_forgets_names_between_calls_in_the_real_sandbox():
-    rep, sessions = solve("newest")
+def test_fresh_mode_forgets_names_between_calls_in_the_real_sandbox(loop, pool):
+    rep, sessions = solve(loop, pool, "newest")
     assert sessions == []
     second = rep.turns[1].execution
     assert second is not None and second.status == "error" and "NameError" in second.stderr

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -17,18 +16,9 @@ CONFIG = SandboxConfig(workers=1, timeout_s=2.0, memory_mb=512, output_bytes=100
 
 
 @pytest.fixture(scope="module")
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.close()
-
-
-@pytest.fixture(scope="module")
-def pool(loop: asyncio.AbstractEventLoop) -> Iterator[ProcessPoolSandbox]:
-    sandbox = ProcessPoolSandbox(CONFIG)
-    loop.run_until_complete(sandbox.start())
-    yield sandbox
-    loop.run_until_complete(sandbox.close())
+def pool_options() -> dict:
+    """The shared ``pool`` (tests/conftest.py) with this module's limits."""
+    return {"config": CONFIG}
 
 
 def run(loop: asyncio.AbstractEventLoop, pool: ProcessPoolSandbox, code: str, **kwargs: float):

@@ -354,13 +354,6 @@ ORDINARY = [
 
 
 @pytest.fixture(scope="module")
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.close()
-
-
-@pytest.fixture(scope="module")
 def subreaper() -> Iterator[set[int]]:
     """Make this test process the subreaper, so anything escaping the pool's tree shows up as our child."""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -371,11 +364,10 @@ def subreaper() -> Iterator[set[int]]:
 
 
 @pytest.fixture(scope="module")
-def pool(loop: asyncio.AbstractEventLoop, subreaper: set[int]) -> Iterator[ProcessPoolSandbox]:
-    sandbox = ProcessPoolSandbox(CONFIG, namespaces=NAMESPACES)
-    loop.run_until_complete(sandbox.start())
-    yield sandbox
-    loop.run_until_complete(sandbox.close())
+def pool_options(subreaper: set[int]) -> dict:
+    """The shared ``pool`` (tests/conftest.py) with this suite's limits; requesting ``subreaper`` here makes it
+    take effect before the pool starts and last until the pool has closed, so no escaped process goes unseen."""
+    return {"config": CONFIG, "namespaces": NAMESPACES}
 
 
 @pytest.fixture(scope="module")

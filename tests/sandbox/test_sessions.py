@@ -6,7 +6,6 @@ import asyncio
 import os
 import signal
 import time
-from collections.abc import Iterator
 
 import psutil
 import pytest
@@ -24,18 +23,9 @@ NAMESPACES = os.environ.get("SANDBOX_NAMESPACES", "1") != "0"
 
 
 @pytest.fixture(scope="module")
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.close()
-
-
-@pytest.fixture(scope="module")
-def pool(loop: asyncio.AbstractEventLoop) -> Iterator[ProcessPoolSandbox]:
-    sandbox = ProcessPoolSandbox(CONFIG, interrupt_grace_s=GRACE_S, namespaces=NAMESPACES)
-    loop.run_until_complete(sandbox.start())
-    yield sandbox
-    loop.run_until_complete(sandbox.close())
+def pool_options() -> dict:
+    """The shared ``pool`` (tests/conftest.py) with this module's limits and interrupt grace."""
+    return {"config": CONFIG, "interrupt_grace_s": GRACE_S, "namespaces": NAMESPACES}
 
 
 def resting(pool: ProcessPoolSandbox) -> int:

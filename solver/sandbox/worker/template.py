@@ -137,14 +137,18 @@ class Template:
             payload = json.dumps({"timeout_s": timeout_s, "repl": request.get("repl", True)}).encode()
             spare = self.hand_to_spare(payload, fds)
             if spare is None:
-                self.send({"op": "exit", "id": job_id, "status": None, "cpu_s": 0.0, "timed_out": False,
-                           "error": "no process could be started for the snippet"})
+                self.refuse(job_id, "the snippet")
                 return
             spare.sock.close()
             self.jobs[spare.pid] = Job(job_id, spare.pid, time.monotonic() + timeout_s, spare.workdir)
         finally:
             for fd in fds:
                 os.close(fd)
+
+    def refuse(self, job_id: int, what: str) -> None:
+        """Answer a job that no process could be started for (a snippet's or a session call's alike)."""
+        self.send({"op": "exit", "id": job_id, "status": None, "cpu_s": 0.0, "timed_out": False,
+                   "error": f"no process could be started for {what}"})
 
     def hand_to_spare(self, payload: bytes, fds: list[int]) -> Spare | None:
         for _attempt in range(2):  # a spare may have died while waiting (e.g. the OOM killer)
@@ -181,8 +185,7 @@ class Template:
         if session is None:
             spare = self.hand_to_spare(payload, fds)
             if spare is None:
-                self.send({"op": "exit", "id": job_id, "status": None, "cpu_s": 0.0, "timed_out": False,
-                           "error": "no process could be started for the session"})
+                self.refuse(job_id, "the session")
                 return
             spare.sock.setblocking(False)
             session = Session(sid, spare.pid, spare.sock, spare.workdir)
