@@ -137,15 +137,13 @@ def config_from_args(args: argparse.Namespace) -> Any:
 def add_cluster_arguments(parser: argparse.ArgumentParser, *, engines: bool = True) -> None:
     """--cluster, and with ``engines`` --actors (solve, sweep): run on Ray, see docs/cluster.md. Without
     ``engines`` (simulate, tune) only the offline work goes to Ray, as joblib tasks."""
-    if not engines:
-        parser.add_argument("--cluster", default=None, metavar="SPEC",
-                            help="run the offline work as Ray tasks: local:N (start a local Ray here), auto (join "
-                                 "the cluster this machine belongs to) or ray://HOST:PORT (join through Ray "
-                                 "Client); --jobs then defaults to the cluster's CPUs")
-        return
+    joins = "auto (join the cluster this machine belongs to) or ray://HOST:PORT (join through Ray Client)"
     parser.add_argument("--cluster", default=None, metavar="SPEC",
-                        help="run on Ray: local:N (start a local Ray with N engine actors), auto (join the cluster "
-                             "this machine belongs to) or ray://HOST:PORT (join through Ray Client)")
+                        help=f"run on Ray: local:N (start a local Ray with N engine actors), {joins}" if engines else
+                        f"run the offline work as Ray tasks: local:N (start a local Ray here), {joins}; --jobs then "
+                        "defaults to the cluster's CPUs")
+    if not engines:
+        return
     parser.add_argument("--actors", type=int, default=None,
                         help="engine actors on a joined cluster (default: as many engines as its GPUs hold)")
 

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from solver.commands.common import EXIT_BAD_INPUT, EXIT_FAILED, add_cluster_arguments, cluster_spec, fail, first_line
+from solver.commands.common import EXIT_FAILED, add_cluster_arguments, cluster_spec, fail, first_line
 
 
 def int_list(text: str) -> tuple[int, ...]:
@@ -101,8 +101,7 @@ def run(args: argparse.Namespace) -> int:
         overrides = _overrides(args.overrides)
         cluster = cluster_spec(args)
     except (ClusterError, ValueError) as exc:
-        print(f"solver: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return fail(str(exc))
 
     stoppers = stopper_sets(args.stopper)
     jobs = default_jobs() if args.jobs is None else args.jobs
@@ -126,8 +125,7 @@ def run(args: argparse.Namespace) -> int:
     except ClusterFailed as exc:  # Ray failed under the trials: one line, exit 1
         return fail(first_line(exc), EXIT_FAILED)
     except (SimulationError, ClusterError) as exc:
-        print(f"solver: error: {str(exc).splitlines()[0]}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return fail(first_line(exc))
     written = write_outputs(report, args.out)
     sys.stdout.write((args.out / "report.md").read_text())
     print("wrote " + ", ".join(str(p) for p in written))
