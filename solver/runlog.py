@@ -73,7 +73,7 @@ def _turn_to_json(t: Turn) -> dict[str, Any]:
         "finish_reason": t.finish_reason, "duration_s": t.duration_s,
         "execution": None if t.execution is None else _execution_to_json(t.execution),
         "appended": t.appended, "confidence": t.confidence, "tail_confidence": t.tail_confidence,
-        "cached_tokens": t.cached_tokens,
+        "cached_tokens": t.cached_tokens, **({"token_ids": list(t.token_ids)} if t.token_ids else {}),
     }
 
 
@@ -86,6 +86,7 @@ def _turn_from_json(d: dict[str, Any]) -> Turn:
         appended=d.get("appended", ""), confidence=_opt_float(d.get("confidence")),
         tail_confidence=_opt_float(d.get("tail_confidence")),
         cached_tokens=None if d.get("cached_tokens") is None else int(d["cached_tokens"]),
+        token_ids=tuple(int(i) for i in d.get("token_ids") or ()),
     )
 
 

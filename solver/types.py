@@ -66,6 +66,9 @@ class Turn:
     confidence: float | None = None  # mean token confidence (-mean top-k logprob), when logprobs were on
     tail_confidence: float | None = None  # lowest sliding-window group confidence seen in this turn
     cached_tokens: int | None = None  # prompt tokens the engine took from its prefix cache, when it says
+    # The ids this request generated, a stop token included (empty when the engine gave counts, not ids): what a
+    # dialect that reads tokens (harmony) needs to replay the turn exactly.
+    token_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,25 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # tests/doubles.py
 
 ROOT = Path(__file__).resolve().parents[1]
+# Real gpt-oss-120b attempts (no licence to redistribute: read from ../shared beside the checkout, never copied in).
+SHARED = Path(os.environ.get("SOLVER_SHARED", ROOT.parent / "shared"))
+REAL_ATTEMPTS = SHARED / "data" / "replay" / "gptoss120b_aimo3_dev.jsonl.xz"
+
+
+@pytest.fixture(scope="session")
+def real_attempts_path() -> Path:
+    """The real attempts' file; the test is skipped, with one line, where ../shared is not beside the checkout."""
+    if not REAL_ATTEMPTS.is_file():
+        pytest.skip(f"no real attempts at {REAL_ATTEMPTS} (../shared is not beside this checkout)")
+    return REAL_ATTEMPTS
+
+
+@pytest.fixture(scope="session")
+def real_attempts(real_attempts_path):
+    """Every real attempt, cut into its requests (``solver.offline.traces.Attempt``), read once per session."""
+    from solver.offline.traces import read_attempts
+
+    return read_attempts(real_attempts_path)
 
 
 @pytest.fixture(scope="session")

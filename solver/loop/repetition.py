@@ -196,7 +196,7 @@ async def run_repetition(problem: Problem, index: int, *, engine: Engine, sandbo
             turn = Turn(text=reading.text, prompt_tokens=got.prompt_tokens, generated_tokens=got.token_count,
                         finish_reason=got.finish, duration_s=elapsed, confidence=confidence,
                         tail_confidence=got.lowest_group, cached_tokens=got.cached_tokens,
-                        appended=reading.ending)
+                        appended=reading.ending, token_ids=tuple(got.token_ids))
             if got.finish == "error":
                 turns.append(turn)
                 status, error = "error", got.error or "engine error"
