@@ -81,7 +81,15 @@ class SamplingConfig:
 @dataclass(frozen=True)
 class PromptConfig:
     template: str = "tir"  # a file prompts/<template>.yaml
-    output_chars: int = 600  # tool output shown to the model, characters
+    output_chars: int = 600  # tool output shown to the model, characters: a longer one is cut in the middle
+    # How a code run is shown (solver/dialects/output.py): plain (the output without trailing newlines, or an
+    # error's last lines) or jupyter (stdout, result and traceback exactly as a Jupyter kernel harness joins them).
+    output_style: Literal["plain", "jupyter"] = "plain"
+    output_keep: int = 0  # characters kept at each end of a cut output; 0 = two thirds head, one third tail
+    output_cut: str = "\n...\n"  # put where the middle of a long output was cut
+    empty_output: str = ""  # shown for a run that showed nothing (jupyter style)
+    timeout_output: str = "TimeoutError: the code ran too long"  # shown for a run stopped at its time limit
+    restarted_output: str = "(the Python session was restarted: names defined by earlier calls are gone)"
     # How the conversation is spoken (solver/dialects): fences (```python blocks in text), harmony (gpt-oss,
     # through openai_harmony), hermes (Qwen3-style <tool_call> JSON, rendered by the tokenizer's chat template).
     dialect: Literal["fences", "harmony", "hermes"] = "fences"
@@ -89,6 +97,8 @@ class PromptConfig:
 
     def __post_init__(self) -> None:
         _check(self.output_chars > 0, "prompt.output_chars must be > 0")
+        _check(0 <= 2 * self.output_keep <= self.output_chars,
+               "prompt.output_keep must be >= 0 and at most half of prompt.output_chars")
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ import re
 from solver.core.answers import FinalAnswerWatch
 from solver.config import Config
 from solver.dialects.base import Prompt, Reading, Stops, TurnOutput
-from solver.dialects.prompts import Template, describe_execution
+from solver.dialects.output import OutputStyle, describe_execution
+from solver.dialects.prompts import Template
 from solver.types import Execution, Problem, Tokenizer
 
 CODE_STOP = "```\n"  # generation pauses when a fenced block closes; the loop decides whether it was python
@@ -121,10 +122,10 @@ class FencesDialect:
     name = "fences"
     stops = Stops(strings=STOP_STRINGS)
 
-    def __init__(self, template: Template, tokenizer: Tokenizer | None, output_chars: int) -> None:
+    def __init__(self, template: Template, tokenizer: Tokenizer | None, output: OutputStyle) -> None:
         self.template = template
         self.tokenizer = tokenizer
-        self.output_chars = output_chars
+        self.output = output
 
     def messages(self, problem: Problem) -> list[dict[str, str]]:
         user = self.template.user.replace("{problem}", problem.text.strip())
@@ -144,8 +145,8 @@ class FencesDialect:
                                      clean_up_tokenization_spaces=False)
 
     def tool_output(self, execution: Execution) -> str:
-        return self.template.output.replace("{output}", describe_execution(execution, self.output_chars))
+        return self.template.output.replace("{output}", describe_execution(execution, self.output))
 
 
 def from_config(config: Config, tokenizer: Tokenizer | None) -> FencesDialect:
-    return FencesDialect(Template.load(config.prompt.template), tokenizer, config.prompt.output_chars)
+    return FencesDialect(Template.load(config.prompt.template), tokenizer, OutputStyle.from_config(config.prompt))

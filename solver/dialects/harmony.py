@@ -26,7 +26,8 @@ from solver.config import Config, ConfigError
 from solver.core.answers import FinalAnswerWatch
 from solver.dialects.base import Prompt, Reading, Stops, TurnOutput
 from solver.dialects.vocabulary import use_vocabulary
-from solver.dialects.prompts import Template, describe_execution
+from solver.dialects.output import OutputStyle, describe_execution
+from solver.dialects.prompts import Template
 from solver.types import Execution, Problem, Tokenizer
 
 FINAL_MARKER = "<|channel|>final<|message|>"
@@ -114,7 +115,7 @@ class HarmonyDialogue:
         enc = self.dialect.encoding
         appended_ids: list[int] = []
         if execution is not None:
-            output = describe_execution(execution, self.dialect.output_chars)
+            output = describe_execution(execution, self.dialect.output)
             message = Message.from_author_and_content(Author.new(Role.TOOL, "python"), output) \
                 .with_recipient("assistant")
             if self._call is not None and self._call.channel:
@@ -131,11 +132,11 @@ class HarmonyDialogue:
 class HarmonyDialect:
     name = "harmony"
 
-    def __init__(self, template: Template, reasoning_effort: str, output_chars: int) -> None:
+    def __init__(self, template: Template, reasoning_effort: str, output: OutputStyle) -> None:
         self.encoding = load_encoding()
         self.template = template
         self.reasoning_effort = reasoning_effort
-        self.output_chars = output_chars
+        self.output = output
         # <|return|> 200002 and <|call|> 200012; the library gives them unordered
         self.stops = Stops(token_ids=tuple(sorted(self.encoding.stop_tokens_for_assistant_actions())))
         self.call_token = self.encoding.encode("<|call|>", allowed_special="all")[0]
@@ -155,4 +156,4 @@ class HarmonyDialect:
 def from_config(config: Config, tokenizer: Tokenizer | None) -> HarmonyDialect:
     # The model's own tokenizer is not needed: the library renders and parses token ids itself.
     return HarmonyDialect(Template.load(config.prompt.template), config.prompt.reasoning_effort,
-                          config.prompt.output_chars)
+                          OutputStyle.from_config(config.prompt))

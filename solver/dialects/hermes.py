@@ -18,7 +18,8 @@ from solver.config import Config, ConfigError
 from solver.core.answers import FinalAnswerWatch
 from solver.dialects.base import Prompt, Reading, Stops, TurnOutput
 from solver.dialects.fences import split_at_stop
-from solver.dialects.prompts import Template, describe_execution
+from solver.dialects.output import OutputStyle, describe_execution
+from solver.dialects.prompts import Template
 from solver.types import Execution, Problem, Tokenizer
 
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
@@ -98,7 +99,7 @@ class HermesDialogue:
         return Reading(text, ending, code, code is not None, text)
 
     def reply(self, out: TurnOutput, reading: Reading, execution: Execution | None) -> str:
-        output = describe_execution(execution, self.dialect.output_chars) if execution is not None else ""
+        output = describe_execution(execution, self.dialect.output) if execution is not None else ""
         turn = [{"role": "assistant", "content": _PLACEHOLDER}, {"role": "tool", "content": output}]
         rendered = self.dialect.render(self.messages + turn)
         appended = rendered[rendered.rindex(_PLACEHOLDER) + len(_PLACEHOLDER):]
@@ -112,10 +113,10 @@ class HermesDialect:
     name = "hermes"
     stops = Stops(strings=(CALL_CLOSE,))
 
-    def __init__(self, template: Template, tokenizer: Tokenizer, output_chars: int) -> None:
+    def __init__(self, template: Template, tokenizer: Tokenizer, output: OutputStyle) -> None:
         self.template = template
         self.tokenizer = tokenizer
-        self.output_chars = output_chars
+        self.output = output
 
     def render(self, messages: list[dict[str, Any]]) -> str:
         return self.tokenizer.apply_chat_template(messages, tools=[PYTHON_TOOL], tokenize=False,
@@ -140,4 +141,4 @@ def from_config(config: Config, tokenizer: Tokenizer | None) -> HermesDialect:
     if '"python"' not in probe:
         raise ConfigError("the model's chat template does not render tools: the hermes dialect cannot declare "
                           "its python tool (choose another prompt.dialect)")
-    return HermesDialect(template, tokenizer, config.prompt.output_chars)
+    return HermesDialect(template, tokenizer, OutputStyle.from_config(config.prompt))
