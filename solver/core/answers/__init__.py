@@ -1,7 +1,11 @@
 """Answers: find candidates in model text and code output, bring them to one comparable form, grade them.
 
-- :mod:`.extract`: where text writes an answer (closed boxes, concluding "the answer is" phrases), as raw spans;
-  :class:`FinalAnswerWatch` tells a streamed text's first closed box.
+- :mod:`.boxes`: every closed box of a text, as raw spans; :class:`FinalAnswerWatch` tells a streamed text's
+  first closed box.
+- :mod:`.phrases`: where text states its answer in words ("the answer is 12", "Final Answer: ...", "Answer $9$"),
+  as raw spans, and the maths delimiters answers are written in.
+- :mod:`.conclusions`: which phrases and lines conclude a text (a supposition or a number mid-derivation does
+  not), and the bare final line or concluding sentence of a text with no box and no phrase.
 - :mod:`.normalisation`: a raw span to the value votes compare (an integer under olympiad rules, canonical LaTeX
   under MATH-style rules).
 - :mod:`.exact`: integer-valued LaTeX evaluated exactly, every step bounded before it runs.
@@ -14,9 +18,10 @@ Callers import from here: ``from solver.core.answers import extract_answers``.
 
 from __future__ import annotations
 
+from solver.core.answers.boxes import FinalAnswerWatch, has_final_answer, last_boxed
 from solver.core.answers.candidates import code_answer, extract_answers, voting_answers
+from solver.core.answers.conclusions import CONCLUSION_CHARS
 from solver.core.answers.exact import prepare_expressions
-from solver.core.answers.extract import CONCLUSION_CHARS, FinalAnswerWatch, has_final_answer, last_boxed
 from solver.core.answers.grade import is_correct
 from solver.core.answers.limits import (GRADE_TIMEOUT_S, MAX_ANSWER_CHARS, MAX_BOX_CHARS, MAX_DIGITS, MAX_NESTING,
                                         MAX_TERMS)

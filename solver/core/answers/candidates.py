@@ -6,36 +6,49 @@ from __future__ import annotations
 import re
 
 from solver.config import AnswerConfig
-from solver.core.answers.extract import Span, find_boxes, find_conclusions, find_phrases
+from solver.core.answers.boxes import Span, find_boxes
+from solver.core.answers.conclusions import concluding_sentence, final_line, find_conclusions
+from solver.core.answers.phrases import find_phrases
 from solver.core.answers.normalisation import normalise
 from solver.types import Answer, AnswerSource
 
 _NUMBER = re.compile(r"[-−+]?(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?:/\d+)?")
 
 
-def _answers(spans: list[tuple[Span, AnswerSource]], rules: AnswerConfig) -> tuple[Answer, ...]:
-    out = []
-    for span, source in sorted(spans, key=lambda pair: pair[0].start):
-        value = normalise(span.raw, rules)
-        if value is not None:
-            out.append(Answer(value=value, raw=span.raw, source=source))
-    return tuple(out)
-
-
 def extract_answers(text: str, rules: AnswerConfig) -> tuple[Answer, ...]:
-    """Every boxed candidate and every concluding "the answer is" phrase that normalises, in order.
+    """The candidates a text gives, in order: every box, and every phrase that concludes the text; a text with
+    neither gives its bare final line (``-5``, ``$x=11$``) or else its concluding sentence ("Therefore, there are
+    12 ways."). When the text's last candidate is a phrase, the boxes before it that say otherwise were
+    intermediate results and are no candidates (``\\boxed{255}`` on the way, then "The final answer is 10,455").
 
     A phrase in the middle of the reasoning ("Suppose the answer is 7. Then ...") is not a candidate; see
-    :func:`find_conclusions`.
+    :mod:`solver.core.answers.conclusions`.
 
     >>> [(a.value, a.source) for a in extract_answers(r"The answer is 12. Check: $\\boxed{12}$", AnswerConfig())]
     [('12', 'phrase'), ('12', 'boxed')]
+    >>> text = r"So $\\boxed{255}$ dollars more. The final answer is $10,455$."
+    >>> [(a.value, a.source) for a in extract_answers(text, AnswerConfig())]
+    [('10455', 'phrase')]
+    >>> [(a.value, a.source) for a in extract_answers("We get\\n\\n$x=11$", AnswerConfig())]
+    [('11', 'phrase')]
     >>> extract_answers(r"\\boxed{x+1}", AnswerConfig())
     ()
     """
-    spans: list[tuple[Span, AnswerSource]] = [(b, "boxed") for b in find_boxes(text)]
-    spans += [(p, "phrase") for p in find_conclusions(text)]
-    return _answers(spans, rules)
+    boxes = find_boxes(text)
+    phrases = find_conclusions(text)
+    if not boxes and not phrases:
+        last = final_line(text) or concluding_sentence(text)
+        phrases = [last] if last is not None else []
+    spans: list[tuple[Span, AnswerSource]] = [(b, "boxed") for b in boxes] + [(p, "phrase") for p in phrases]
+    found = []
+    for span, source in sorted(spans, key=lambda pair: pair[0].start):
+        value = normalise(span.raw, rules)
+        if value is not None:
+            found.append(Answer(value=value, raw=span.raw, source=source))
+    if found and found[-1].source == "phrase":
+        concluded = found[-1].value
+        found = [a for a in found if a.source != "boxed" or a.value == concluded]
+    return tuple(found)
 
 
 def voting_answers(answers: tuple[Answer, ...], status: str) -> tuple[Answer, ...]:

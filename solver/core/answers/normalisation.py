@@ -12,8 +12,9 @@ from fractions import Fraction
 
 from solver.config import AnswerConfig
 from solver.core.answers.exact import evaluated
-from solver.core.answers.extract import BOX_OPEN, delimited, matching_brace
+from solver.core.answers.boxes import BOX_OPEN, matching_brace
 from solver.core.answers.limits import MAX_ANSWER_CHARS, MAX_DIGITS
+from solver.core.answers.phrases import delimited
 
 
 def _unwrap(s: str, command: str) -> str:
@@ -51,13 +52,19 @@ def _strip_wrappers(raw: str) -> str:
 
 
 def _clean_latex(s: str) -> str:
-    """Spacing and presentation commands removed; ``\\dfrac``/``\\tfrac`` become ``\\frac``."""
+    """Spacing and presentation commands removed; ``\\dfrac``/``\\tfrac`` become ``\\frac``; a comma LaTeX
+    writes as a digit-group separator (``14 {,} 916``, ``32,\\! 349``) becomes a plain one.
+
+    >>> _clean_latex(r"14 {, }916"), _clean_latex(r"11,\\! 111,\\!100"), _clean_latex(r"\\dfrac{1}{2}")
+    ('14,916', '11,111,100', '\\\\frac{1}{2}')
+    """
     s = re.sub(r"\\(?:left|right|displaystyle|bigl|bigr|Bigl|Bigr|big|Big)(?![a-zA-Z])", "", s)
+    s = re.sub(r"\s*\{\s*,\s*\}\s*|,\s*\\!\s*", ",", s)
     s = re.sub(r"\\[,;:! ]|~|\\quad|\\qquad", " ", s)
     s = re.sub(r"\\[dt]frac(?![a-zA-Z])", r"\\frac", s)
     s = re.sub(r"\^\s*\{?\s*\\circ\s*\}?|°|\\degree(?![a-zA-Z])", "", s)  # degrees
     s = re.sub(r"\\?%|\\percent(?![a-zA-Z])", "", s)
-    s = s.replace("{,}", ",").replace("−", "-")
+    s = s.replace("−", "-")
     return s.strip()
 
 
@@ -119,8 +126,8 @@ def _integer(s: str) -> int | None:
 
     >>> [_integer(x) for x in ["042", "1,000", "1 000", "27.0", "-5", "84/2", "2^{10}", "n = 7", "17 cm"]]
     [42, 1000, 1000, 27, -5, 42, 1024, 7, 17]
-    >>> [_integer(x) for x in ["2.5", "x+1", "1,2", "3/2", "2x", ""]]
-    [None, None, None, None, None, None]
+    >>> [_integer(x) for x in ["2.5", "x+1", "1,2", "3/2", "2x", "", "32, 349"]]
+    [None, None, None, None, None, None, None]
     >>> _integer("1 2"), _integer("- 5"), _integer("-2^2"), _integer("1.2e3")
     (None, -5, -4, 1200)
     >>> _integer(r"1234 \\bmod 1000"), _integer(r"\\binom{10}{3}"), _integer(r"\\sqrt{144}"), _integer("5!")
@@ -130,6 +137,8 @@ def _integer(s: str) -> int | None:
     s = re.sub(r"(?<=\d)\s+(?=[a-zA-Z]{2,}(?:\s+[a-zA-Z]+)*$)[a-zA-Z\s]*$", "", s)  # "17 cm", "3 ways"
     if re.fullmatch(r"[-+]?\d{1,3}(?: \d{3})+", s):
         s = s.replace(" ", "")
+    if re.search(r"\d\s*,\s+\d", s):  # "32, 349": two numbers listed, not one number grouped
+        return None
     s = re.sub(r"(?<!\d) | (?!\d)", "", s)  # "- 5" and "5 ." but not "1 2"
     if len(s) > MAX_DIGITS:
         return None
@@ -164,13 +173,14 @@ def _canonical(s: str) -> str | None:
     '\\\\frac{1}{2}'
     >>> _canonical(r"\\pi r ^2")
     '\\\\pi r^2'
-    >>> _canonical("27.0"), _canonical("10,000"), _canonical("0.50")
-    ('27', '10000', '0.5')
+    >>> _canonical("27.0"), _canonical("10,000"), _canonical("0.50"), _canonical("32, 349")
+    ('27', '10000', '0.5', '32,349')
     """
     s = re.sub(r"\\frac(\d)(\d)", r"\\frac{\1}{\2}", s)
     s = re.sub(r"\\sqrt(\d)", r"\\sqrt{\1}", s)
+    grouped = re.fullmatch(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?", s.strip())  # before spaces go: "32, 349" lists
     s = re.sub(r"(\\[a-zA-Z]+)?\s+", _space, s).strip()
-    if re.fullmatch(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?", s):
+    if grouped:
         s = s.replace(",", "")
     if re.fullmatch(r"-?\d+(?:\.\d+)?", s):
         try:

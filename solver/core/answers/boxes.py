@@ -1,5 +1,4 @@
-"""Extraction: where model text writes its answer, as raw spans: closed boxes and concluding "the answer is"
-phrases.
+"""Boxes: every closed ``\\boxed{...}`` / ``\\fbox{...}`` of a text, as raw spans, and a streamed text's first one.
 
 Nothing here judges what a span means; :mod:`.normalisation` turns a span into a comparable value.
 """
@@ -9,17 +8,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from solver.core.answers.limits import MAX_ANSWER_CHARS, MAX_BOX_CHARS
+from solver.core.answers.limits import MAX_BOX_CHARS
 
 BOX_OPEN = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])(\s*)")
-# After "the answer is" a space may also group thousands ("1 000"); in code output that would merge numbers.
-_PHRASE_NUMBER = re.compile(r"[-−+]?(?:\d{1,3}(?:([, ])\d{3})(?:\1\d{3})*(?!\d)|\d+)(?:\.\d+)?(?:/\d+)?")
-_PHRASE = re.compile(
-    r"(?:final\s+answer(?:\s+is)?|(?<![a-z])answer\s+is|(?<![a-z])answer\s*[:=]|####)", re.IGNORECASE
-)
-_MATH_DELIMS = (("$$", "$$"), ("\\[", "\\]"), ("\\(", "\\)"), ("$", "$"))
-
-# ---- boxes ---------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -170,96 +161,3 @@ class FinalAnswerWatch:
         self._found = bool(boxes)
         self._tail = "" if self._found else (self._tail + new)[resume:]
         return self._found
-
-
-# ---- phrases -------------------------------------------------------------------------------------------
-
-
-def delimited(tail: str) -> str | None:
-    """The maths between the delimiters that open ``tail`` (``$..$``, ``\\(..\\)``...), if it opens with one."""
-    for left, right in _MATH_DELIMS:
-        if tail.startswith(left):
-            end = tail.find(right, len(left))
-            return tail[len(left) : end] if end >= 0 else None
-    return None
-
-
-def _phrase_value(tail: str) -> str | None:
-    """What follows "the answer is": delimited maths, a leading number, or the rest of the sentence.
-
-    >>> _phrase_value("12. Done")
-    '12'
-    >>> _phrase_value(r"$\\frac{1}{2}$.")
-    '\\\\frac{1}{2}'
-    >>> _phrase_value("1,000 apples"), _phrase_value("1 000."), _phrase_value("12 345, 6")
-    ('1,000', '1 000', '12 345')
-    >>> _phrase_value("odd, because ...")
-    'odd, because ...'
-    """
-    tail = tail.lstrip(" \t\r\n*:=#")
-    if tail.lower().startswith("is "):
-        tail = tail[3:].lstrip()
-    math = delimited(tail)
-    if math is not None:
-        return math
-    number = _PHRASE_NUMBER.match(tail)
-    if number is not None and not re.match(r"[\w^{\\]", tail[number.end() :]):
-        return number.group()
-    line = tail.split("\n", 1)[0]
-    line = re.split(r"\.(?:\s|$)", line, maxsplit=1)[0]
-    line = line.strip().strip("*").strip()
-    return line[:MAX_ANSWER_CHARS] or None
-
-
-def find_phrases(text: str) -> list[Span]:
-    """Every "the answer is" phrase with its value, wherever it stands (code output reads them this way)."""
-    out = []
-    for m in _PHRASE.finditer(text):
-        value = _phrase_value(text[m.end() : m.end() + 2 * MAX_ANSWER_CHARS])
-        # A phrase around a box ("the final answer is $\boxed{5}$") is the box itself; count it once.
-        if value is not None and "\\boxed" not in value and "\\fbox" not in value:
-            out.append(Span(m.start(), value))
-    return out
-
-
-# Words that make "the answer is N" a supposition or a rejected guess rather than a conclusion, when they stand
-# earlier in the same sentence ("Suppose the answer is 7", "if the answer is 7", "my guess: the answer is 7").
-_HYPOTHETICAL = re.compile(
-    r"\b(?:suppose|supposing|assume|assuming|if|whether|guess|guessing|maybe|perhaps|might|could|would|should|"
-    r"claim|let(?:'s| us) say|hypothes[ie]s)\b", re.IGNORECASE)
-# A phrase is a conclusion only near the end: at most this many characters of reasoning may follow its
-# sentence (boxes excluded), enough for "I hope it is correct." and a short check, not for a derivation.
-CONCLUSION_CHARS = 200
-_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|\n")
-
-
-def find_conclusions(text: str) -> list[Span]:
-    """The "the answer is N" phrases that conclude the text: not a supposition, not a question, and not followed
-    by further reasoning (more than ``CONCLUSION_CHARS`` characters after its sentence, boxes not counted).
-
-    >>> [p.raw for p in find_conclusions("Adding them up, the answer is 12. I hope it is correct.")]
-    ['12']
-    >>> find_conclusions("Suppose the answer is 7. Then 7 is odd, a contradiction.")
-    []
-    >>> find_conclusions("So the answer is 7? No: 7 is odd.")
-    []
-    >>> find_conclusions("The answer is 7. " + "Now we redo the count more carefully. " * 10)
-    []
-    """
-    out = []
-    for span in find_phrases(text):
-        sentence_start = max(text.rfind(ch, 0, span.start) for ch in ".!?\n") + 1
-        if _HYPOTHETICAL.search(text, sentence_start, span.start):
-            continue
-        match = _PHRASE.match(text, span.start)
-        value_at = text.find(span.raw, match.end() if match else span.start)
-        value_end = value_at + len(span.raw) if value_at >= 0 else span.start
-        end = _SENTENCE_END.search(text, value_end)
-        if end is not None and text[end.start()] == "?":
-            continue
-        tail = text[end.end() :] if end is not None else ""
-        for box in find_boxes(tail):  # a box after the phrase is the answer restated, not more reasoning
-            tail = tail.replace(box.raw, "")
-        if len(tail.strip()) <= CONCLUSION_CHARS:
-            out.append(span)
-    return out
