@@ -27,23 +27,20 @@ import argparse
 import asyncio
 import gzip
 import json
-import re
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 ATTEMPTS = ROOT.parent / "shared" / "data" / "replay" / "gptoss120b_aimo3_dev.jsonl.xz"
 POT = ROOT / "benchmarks" / "data" / "pot_aqua_dev.jsonl.gz"
-# A message as the harmony encoding decodes it: its channel, whether it is addressed to a tool, its text.
-_MESSAGE = re.compile(r"<\|channel\|>(\w+)( to=[^<]*)?(?:<\|constrain\|>[^<]*)?<\|message\|>(.*?)"
-                      r"(?=<\|end\|>|<\|call\|>|<\|return\|>|<\|start\|>|$)", re.DOTALL)
-
 
 def attempt_answers(path: Path) -> tuple[dict[str, list[list[str]]], dict[str, str]]:
     """Answers of every message and tool output of every real attempt, and the text each id was read from."""
     from solver.core.answers import code_answer, extract_answers
     from solver.config import AnswerConfig
-    from solver.dialects.harmony import load_encoding
+    from openai_harmony import Role
+
+    from solver.dialects.harmony import load_encoding, message_text
     from solver.offline.traces import read_attempts
 
     rules, enc = AnswerConfig(), load_encoding()
@@ -51,10 +48,11 @@ def attempt_answers(path: Path) -> tuple[dict[str, list[list[str]]], dict[str, s
     texts: dict[str, str] = {}
     for i, attempt in enumerate(read_attempts(path)):
         for r, request in enumerate(attempt.requests):
-            decoded = enc.decode(list(request.generated))
-            for m, message in enumerate(_MESSAGE.finditer(decoded)):
-                channel, to_tool, text = message.groups()
-                if to_tool or channel not in ("analysis", "final"):
+            messages = enc.parse_messages_from_completion_tokens(list(request.generated), Role.ASSISTANT,
+                                                                 strict=False)
+            for m, message in enumerate(messages):
+                channel, text = message.channel, message_text(message)
+                if message.recipient is not None or channel not in ("analysis", "final"):
                     continue
                 key = f"attempt {i} ({attempt.problem_id}) request {r} message {m} {channel}"
                 found[key] = [[a.value, a.source] for a in extract_answers(text, rules)]
