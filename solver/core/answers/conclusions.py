@@ -41,7 +41,7 @@ _BARE_NUMBER = re.compile(r"[-−+]?(?:\d{1,3}(?:,\d{3})+|\d{1,3}(?: \d{3})+|\d+
 _CONNECTIVE = re.compile(r"[\s*]*(?:therefore|thus|hence|so|consequently|in conclusion|in total|altogether)\b",
                          re.IGNORECASE)
 # A concluding sentence states its value after a copula ("there are 12 ways", "the total is 5"); an instruction
-# ("Thus compute N mod 99991", "So for up to 300") states none.
+# ("Thus reduce M modulo 1009", "So try bases up to 40") states none.
 _COPULA = re.compile(r"\b(?:is|are|was|were|equals)\b")
 _COMMANDS = re.compile(r"\\[A-Za-z]+")
 
@@ -111,7 +111,8 @@ def final_line(text: str) -> Span | None:
     equation (``$\\frac3{3}$``, ``$x=11$``); a display block that ends the text counts as one line. Code
     (``ans = 24``) and prose are not such lines.
 
-    >>> [final_line(t).raw for t in ["-5", "so\\n7,425,000", "1 000", "Thus:\\n\\n$x=11$.", "**42**", "\\\\[\\n 9\\n\\\\]"]]
+    >>> lines = ["-5", "so\\n7,425,000", "1 000", "Thus:\\n\\n$x=11$.", "**42**", "\\\\[\\n 9\\n\\\\]"]
+    >>> [final_line(t).raw for t in lines]
     ['-5', '7,425,000', '1 000', 'x=11', '42', '\\n 9\\n']
     >>> [final_line(t) for t in ["ans = 24", "x = 11", "$x = 5+5+1 = 7 = 11$", "AZYUK2A", "$x\\\\approx 11$", "$2x=4$"]]
     [None, None, None, None, None, None]
@@ -158,7 +159,7 @@ def concluding_sentence(text: str) -> Span | None:
     '12'
     >>> [concluding_sentence(t) for t in ["So we need 3 more. Let us check 5 cases.", "Thus 3 or 4 work.",
     ...                                    "So if n = 5, then what?", "Hence x = 7?", "So the sum is 12. Then",
-    ...                                    "Thus compute N mod 99991.", "Thus test D=83.", "So 5 is the start."]]
+    ...                                    "Thus reduce M modulo 1009.", "Thus try k=12.", "So 5 is the start."]]
     [None, None, None, None, None, None, None, None]
     """
     body = _without_sign_off(text)

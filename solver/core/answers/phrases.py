@@ -20,8 +20,8 @@ PHRASE = re.compile(
     r"final\s+answer(?:\s+is)?|(?<![a-z])answer\s+is|(?<![a-z])answer\s*[:=]|\*\*answer\*\*"
     r"|^[ \t>#*]*answer(?=[ \t]*(?:\$|\\\[|\\\())|####", re.IGNORECASE | re.MULTILINE)
 # A label, capitalised as one ("Final Answer: The largest $n$ is 34.", "**Answer:** ..."): what follows is the
-# answer even as a sentence, so the sentence's one value is taken. In prose ("before final answer, check that
-# gcd=1") the words are no label.
+# answer even as a sentence, so the sentence's one value is taken. In prose ("before the final answer we check
+# the 2 edge cases") the words are no label.
 _LABEL = re.compile(r"(?:\*\*)?(?:Final Answer|FINAL ANSWER|Answer|ANSWER)(?:\*\*)?[ \t]*(?::|\*\*|\n|$)")
 # "Final Answer" as a heading concludes wherever it stands (see conclusions.find_conclusions).
 _HEADING = re.compile(r"(?:Final Answer|FINAL ANSWER)(?:\*\*)?[ \t]*(?::|\*\*|\n|$)")
