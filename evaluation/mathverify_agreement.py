@@ -11,7 +11,8 @@ its gold as an integer: ``math_verify.parse(gold)`` gives a sympy Integer from a
 text has balanced braces; ``$1 - \\frac{1}{\\mathrm{e}}$``, read as ``1`` from ``1 - \\frac{1}{``, is not an
 integer gold). Our verdict is what a run would say: the answer the repetition votes with (extraction, then
 ``solver.core.voting.text_answer``) graded against that integer by ``is_correct``, under integer rules with a
-range wide enough for every gold. Prints every disagreement (every case with ``--all``) and the agreement.
+range wide enough for every gold. Prints every disagreement (every case with ``--all``) and the agreement. The
+script measures the ``solver`` it imports (it prints which): set ``PYTHONPATH`` to measure another version.
 """
 
 from __future__ import annotations
@@ -23,12 +24,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from solver.config import AnswerConfig  # noqa: E402 - after the path set-up above
-from solver.core.answers import extract_answers, is_correct  # noqa: E402
-from solver.core.voting import text_answer  # noqa: E402
-from solver.types import Repetition  # noqa: E402
+import solver
+from solver.config import AnswerConfig
+from solver.core.answers import extract_answers, is_correct
+from solver.core.voting import text_answer
+from solver.types import Repetition
 
 # Every gold of the tables fits (the largest is 11,111,111,100); negative golds occur ("-5").
 RULES = AnswerConfig(low=-(10**15), high=10**15)
@@ -126,6 +126,7 @@ def main() -> int:
                   f"pred ...{case.pred[-80:]!r}")
     tables = len({c.test.split("[")[0] for c in found})
     note = f" (tables not written as plain literals, skipped: {', '.join(skipped)})" if skipped else ""
+    print(f"solver from {Path(solver.__file__).parent}")
     print(f"{len(found)} cases in {tables} tables{note}; {total} with an integer gold")
     print(f"agreement: {agree} of {total} ({100 * agree / max(total, 1):.1f} %)")
     return 0
