@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from solver.core import answers
+from solver.core.answers import grade, normalisation
 from solver.core.answers import (FinalAnswerWatch, code_answer, extract_answers, has_final_answer, is_correct,
                                  last_boxed, normalise)
 from solver.config import AnswerConfig
@@ -110,7 +110,7 @@ def test_is_correct_integer_rules_never_call_math_verify(monkeypatch: pytest.Mon
     def fail(*_args: object) -> bool:
         raise AssertionError("math-verify called under integer rules")
 
-    monkeypatch.setattr(answers, "_math_verify", fail)
+    monkeypatch.setattr(grade, "_math_verify", fail)
     assert is_correct("1,000", "1000", AnswerConfig())
     assert not is_correct("x", "1000", AnswerConfig())
 
@@ -136,7 +136,7 @@ def test_math_verify_overrun_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(math_verify, "parse", slow_parse)
     start = time.monotonic()
     try:
-        assert answers._math_verify("1", "2", timeout_s=0.2) is False
+        assert grade._math_verify("1", "2", timeout_s=0.2) is False
     finally:
         release.set()
     assert time.monotonic() - start < 2.0
@@ -163,7 +163,7 @@ def test_plain_integers_never_reach_the_expression_parser(monkeypatch: pytest.Mo
     def fail(_s: str) -> None:
         raise AssertionError("parsed")
 
-    monkeypatch.setattr(answers, "_evaluated", fail)
+    monkeypatch.setattr(normalisation, "evaluated", fail)
     for raw in ["42", "1,000", "27.0", "84/2", r"\frac{84}{2}", "2^{10}", "-2^2", "1.2e3", "n = 7", r"\$42"]:
         assert normalise(raw, AnswerConfig(low=-10)) is not None, raw
 
