@@ -63,11 +63,11 @@ class Caps:
     def line(self) -> str:
         """
         >>> Caps(2, 8, 6000, None).line()
-        '2 problems x 8 attempts, <= 6000 tokens per attempt, requests per attempt uncapped'
+        '2 problems x 8 attempts; per attempt: tokens <= 6000, requests uncapped'
         """
-        tokens = f"<= {self.attempt_tokens} tokens" if self.attempt_tokens else "tokens uncapped"
-        requests = f"<= {self.attempt_requests} requests" if self.attempt_requests else "requests uncapped"
-        return f"{self.problems} problems x {self.attempts} attempts, {tokens} per attempt, {requests} per attempt"
+        tokens = f"tokens <= {self.attempt_tokens}" if self.attempt_tokens else "tokens uncapped"
+        requests = f"requests <= {self.attempt_requests}" if self.attempt_requests else "requests uncapped"
+        return f"{self.problems} problems x {self.attempts} attempts; per attempt: {tokens}, {requests}"
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,14 @@
 """Write an extract of recorded attempts (N problems x K attempts) for a machine that does not get ../shared.
 
-The real attempts may be used but not redistributed, so the extract goes to a path outside this repository (a
-path inside it is refused): stage it on the GPU machine like the GPU kit's folders, then point the benchmark at it
-with ``--attempts-file``. The attempts chosen are the ones ``engine.py --workload real`` replays with the same
+The real attempts may be used but not redistributed, so the extract never goes where it could be committed: a
+path outside this repository, or one git ignores (the GPU kit's ``.gpu/`` folder, which a ``device`` call can
+carry); any other path inside the repository is refused. On the GPU machine, point the benchmark at it with
+``--attempts-file``. The attempts chosen are the ones ``engine.py --workload real`` replays with the same
 ``--problems`` and ``--attempts`` (``attempts.choose``: the first N problems with at least K attempts, their first
 K), each line copied unchanged; the suffix picks the compression (``.xz``, ``.gz``, ``.bz2`` or plain).
 
-    python benchmarks/extract_attempts.py /tmp/gpu-stage/attempts.jsonl.xz --problems 2 --attempts 8
+    python benchmarks/extract_attempts.py /tmp/attempts-2x8.jsonl.xz --problems 2 --attempts 8
+    python benchmarks/extract_attempts.py .gpu/6-attempts/attempts.jsonl.xz --problems 2   # a carry of its own
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import bz2
 import gzip
 import json
 import lzma
+import subprocess
 import sys
 from pathlib import Path
 
@@ -36,6 +39,16 @@ def inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
+def ignored(path: Path) -> bool:
+    """Whether git ignores ``path`` in this repository (so it can never be committed by accident)."""
+    try:
+        done = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", "--", str(path)], capture_output=True,
+                              timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="the extract to write, outside this repository")
@@ -46,11 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = args.out.expanduser().resolve()
     try:
-        if inside(out, ROOT):
-            raise PlanError(f"{args.out} is inside the repository: the recorded attempts may not be redistributed, "
-                            "write the extract elsewhere (e.g. /tmp)")
-        if not out.parent.is_dir():
-            raise PlanError(f"no folder {out.parent}")
+        if inside(out, ROOT) and not ignored(out):
+            raise PlanError(f"{args.out} is inside the repository and not ignored by git: the recorded attempts may "
+                            "not be redistributed, write the extract elsewhere (e.g. /tmp or .gpu/)")
         if args.problems < 1 or args.attempts < 1:
             raise PlanError("--problems and --attempts must be >= 1")
         attempts = read_attempts(args.source)  # validates every line as a replayable trace
@@ -58,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     except (TraceError, PlanError) as exc:
         print(f"extract_attempts.py: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
+    out.parent.mkdir(parents=True, exist_ok=True)
     records = [record for _, record in json_lines(args.source)]
     lines = [json.dumps(records[p]) + "\n" for positions in chosen.values() for p in positions]
     tmp = out.with_name(out.name + ".tmp")

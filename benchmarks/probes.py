@@ -87,7 +87,8 @@ async def resent(llm: Any, seqs: int, length: int, decode: int) -> dict[str, Any
     usage = sampler.usage
     return {"context": length, "seqs": seqs, "decode": decode, "fill_s": fill_s, "prefill_tps": seqs * length / fill_s,
             "seconds": seconds, "tps": seqs * decode / seconds, "cached_share": sum(cached) / (seqs * length),
-            "cached_min": min(cached), "cached_max": max(cached), "prefix_hit_rate": sampler.prefix_hit_rate,
+            "cached": cached, "cached_min": min(cached), "cached_max": max(cached),
+            "prefix_hit_rate": sampler.prefix_hit_rate,
             "kv_peak": usage.kv_peak, "preemptions": usage.preemptions, "wanted_tokens": seqs * (length + decode)}
 
 
