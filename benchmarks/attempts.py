@@ -59,6 +59,7 @@ class Caps:
     attempts: int = 8  # per problem
     attempt_tokens: int | None = None  # decoded tokens per attempt
     attempt_requests: int | None = None  # requests per attempt
+    only: tuple[str, ...] = ()  # these problems, in this order (instead of the first ``problems``)
 
     def line(self) -> str:
         """
@@ -67,7 +68,8 @@ class Caps:
         """
         tokens = f"tokens <= {self.attempt_tokens}" if self.attempt_tokens else "tokens uncapped"
         requests = f"requests <= {self.attempt_requests}" if self.attempt_requests else "requests uncapped"
-        return f"{self.problems} problems x {self.attempts} attempts; per attempt: {tokens}, {requests}"
+        which = ", ".join(self.only) if self.only else f"{self.problems} problems"
+        return f"{which} x {self.attempts} attempts; per attempt: {tokens}, {requests}"
 
 
 @dataclass(frozen=True)
@@ -109,20 +111,32 @@ class Replay:
         return last.prompt_tokens + last.tokens + len(last.ending)
 
 
-def choose(problem_ids: Sequence[str], problems: int, attempts: int) -> dict[str, list[int]]:
-    """Which attempts to replay: the first ``problems`` problems (in file order) with at least ``attempts``
-    attempts, and their first ``attempts`` attempts, as positions in ``problem_ids`` (one id per attempt).
+def choose(problem_ids: Sequence[str], problems: int, attempts: int, only: Sequence[str] = ()) -> dict[str, list[int]]:
+    """Which attempts to replay: the first ``problems`` problems (in file order; or the problems ``only`` names, in
+    its order) with at least ``attempts`` attempts, and their first ``attempts`` attempts, as positions in
+    ``problem_ids`` (one id per attempt).
 
     >>> choose(["a", "b", "a", "c", "b", "c", "c"], problems=2, attempts=2)
     {'a': [0, 2], 'b': [1, 4]}
+    >>> choose(["a", "b", "a", "c", "b", "c", "c"], problems=1, attempts=2, only=["c"])
+    {'c': [3, 5]}
     >>> choose(["a", "b"], problems=1, attempts=2)
     Traceback (most recent call last):
     ...
     attempts.PlanError: 0 problems have at least 2 attempts (the most is 1), 1 wanted
+    >>> choose(["a", "b"], problems=1, attempts=1, only=["x"])
+    Traceback (most recent call last):
+    ...
+    attempts.PlanError: problem x has 0 attempts, 1 wanted
     """
     where: dict[str, list[int]] = {}
     for position, pid in enumerate(problem_ids):
         where.setdefault(pid, []).append(position)
+    if only:
+        for pid in only:
+            if len(where.get(pid, ())) < attempts:
+                raise PlanError(f"problem {pid} has {len(where.get(pid, ()))} attempts, {attempts} wanted")
+        return {pid: where[pid][:attempts] for pid in only}
     enough = {pid: positions[:attempts] for pid, positions in where.items() if len(positions) >= attempts}
     if len(enough) < problems:
         most = max((len(p) for p in where.values()), default=0)
@@ -248,7 +262,7 @@ def plan(attempts: Sequence[Attempt], caps: Caps, config: Any) -> list[list[Repl
     """Per chosen problem (``choose``), its replays, repetition 0..K-1 in file order."""
     from solver.dialects import make_dialect
 
-    chosen = choose([a.problem_id for a in attempts], caps.problems, caps.attempts)
+    chosen = choose([a.problem_id for a in attempts], caps.problems, caps.attempts, caps.only)
     dialect = make_dialect(config, None)
     style = OutputStyle.from_config(config.prompt)
     if style.style != "jupyter":

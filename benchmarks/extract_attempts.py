@@ -56,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
                         "dev file in ../shared)")
     parser.add_argument("--problems", type=int, default=1)
     parser.add_argument("--attempts", type=int, default=8, help="per problem")
+    parser.add_argument("--problem-ids", default="", help="these problems, comma-separated (instead of the first "
+                        "--problems)")
     args = parser.parse_args(argv)
     out = args.out.expanduser().resolve()
     try:
@@ -65,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.problems < 1 or args.attempts < 1:
             raise PlanError("--problems and --attempts must be >= 1")
         attempts = read_attempts(args.source)  # validates every line as a replayable trace
-        chosen = choose([a.problem_id for a in attempts], args.problems, args.attempts)
+        only = [p.strip() for p in args.problem_ids.split(",") if p.strip()]
+        chosen = choose([a.problem_id for a in attempts], len(only) or args.problems, args.attempts, only)
     except (TraceError, PlanError) as exc:
         print(f"extract_attempts.py: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2

@@ -63,6 +63,7 @@ class Result:
     usage: Usage | None = None
     prefix_hit_rate: float | None = None
     series: list[list[float]] = field(default_factory=list)
+    cpu_s: float = 0.0  # this process's CPU seconds during the run (all threads: the client, vLLM's front end)
     executions: int | None = None  # tool calls the pipeline ran
     statuses: dict[str, int] | None = None  # repetitions by status (the pipelines)
 
@@ -157,14 +158,15 @@ async def turns(llm: Any, config: Config, replay: Replay, prompt: list[int], scr
             await asyncio.sleep(step.tool_s)
 
 
-async def by_problem(problems: list[list[Replay]], one: Any) -> tuple[float, list[float]]:
-    """Run ``one(replays)`` per problem, one problem after another; total and per-problem seconds."""
-    per = []
+async def by_problem(problems: list[list[Replay]], one: Any) -> tuple[float, list[float], float]:
+    """Run ``one(replays)`` per problem, one problem after another; total and per-problem seconds, and this
+    process's CPU seconds over them."""
+    per, cpu0 = [], time.process_time()
     for replays in problems:
         t0 = time.perf_counter()
         await one(replays)
         per.append(time.perf_counter() - t0)
-    return sum(per), per
+    return sum(per), per, time.process_time() - cpu0
 
 
 async def engine_only(key: str, llm: Any, config: Config, problems: list[list[Replay]], prompts: dict[str, list[int]],
@@ -174,9 +176,9 @@ async def engine_only(key: str, llm: Any, config: Config, problems: list[list[Re
     timeline = Timeline()
     async with Sampler(in_process_reader) as sampler:
         timeline.t0 = time.perf_counter()
-        seconds, per = await by_problem(problems, lambda rs: asyncio.gather(
+        seconds, per, cpu = await by_problem(problems, lambda rs: asyncio.gather(
             *(work(llm, config, r, prompts[r.problem.id], script, timeline) for r in rs)))
-    return Result(key, seconds, per, timeline, sampler.usage, sampler.prefix_hit_rate, sampler.series())
+    return Result(key, seconds, per, timeline, sampler.usage, sampler.prefix_hit_rate, sampler.series(), cpu)
 
 
 async def pipeline(key: str, engine: Any, sandbox: Any, config: Config, problems: list[list[Replay]], script: Script,
@@ -192,11 +194,11 @@ async def pipeline(key: str, engine: Any, sandbox: Any, config: Config, problems
     solver = ProblemSolver(config, traced, outputs, on_repetition=reps.append)
     async with Sampler(read) as sampler:
         timeline.t0 = time.perf_counter()
-        seconds, per = await by_problem(problems, lambda rs: solver.solve(rs[0].problem))
+        seconds, per, cpu = await by_problem(problems, lambda rs: solver.solve(rs[0].problem))
     statuses: dict[str, int] = {}
     for rep in reps:
         statuses[rep.status] = statuses.get(rep.status, 0) + 1
-    return Result(key, seconds, per, timeline, sampler.usage, sampler.prefix_hit_rate, sampler.series(),
+    return Result(key, seconds, per, timeline, sampler.usage, sampler.prefix_hit_rate, sampler.series(), cpu,
                   sum(len(r.executions) for r in reps), statuses)
 
 
@@ -321,7 +323,7 @@ def summary(problems: list[list[Replay]]) -> dict[str, Any]:
 
 def print_report(results: list[Result], problems: list[list[Replay]]) -> dict[str, float]:
     print(f"{'contender':<20}{'requests':>9}{'tokens':>9}{'seconds':>9}{'s/problem':>10}{'tok/s':>9}{'prefix hit':>11}"
-          f"{'cached':>8}{'preempt':>8}{'KV peak':>8}{'running':>8}{'calls':>7}")
+          f"{'cached':>8}{'preempt':>8}{'KV peak':>8}{'running':>8}{'calls':>7}{'cpu ms/1k':>10}")
     for r in results:
         hit = "-" if r.prefix_hit_rate is None else f"{100 * r.prefix_hit_rate:.0f} %"
         cached = r.timeline.cached_share()
@@ -331,7 +333,8 @@ def print_report(results: list[Result], problems: list[list[Replay]]) -> dict[st
               f"{'-' if cached is None else f'{100 * cached:.0f} %':>8}"
               f"{'-' if usage is None else usage.preemptions:>8}"
               f"{'-' if usage is None else f'{100 * usage.kv_peak:.0f} %':>8}"
-              f"{'-' if usage is None else usage.running_peak:>8}{'-' if r.executions is None else r.executions:>7}")
+              f"{'-' if usage is None else usage.running_peak:>8}{'-' if r.executions is None else r.executions:>7}"
+              f"{1e6 * r.cpu_s / max(1, r.tokens):>10.1f}")
     found = ratios(results)
     notes = {"(b1)/(t)": "the solver's cost over the engine's own turns", "(b1)/(s)": "in-process vs server",
              "(t)/(a)": "the engine's own cost of turns"}
@@ -351,6 +354,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                              "benchmarks/extract_attempts.py)")
     parser.add_argument("--problems", type=int, default=1, help="problems, one after another (default 1)")
     parser.add_argument("--attempts", type=int, default=8, help="attempts per problem, all at once (default 8)")
+    parser.add_argument("--problem-ids", default="", help="these problems, comma-separated, in this order (instead "
+                        "of the first --problems with at least --attempts attempts)")
     parser.add_argument("--attempt-tokens", type=int, default=None, help="cap: decoded tokens per attempt")
     parser.add_argument("--attempt-requests", type=int, default=None, help="cap: requests per attempt")
     parser.add_argument("--tool-time", default="measure",
@@ -402,7 +407,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         args = parse(argv)
-        config, caps = args.config, Caps(args.problems, args.attempts, args.attempt_tokens, args.attempt_requests)
+        only = tuple(p.strip() for p in args.problem_ids.split(",") if p.strip())
+        config, caps = args.config, Caps(len(only) or args.problems, args.attempts, args.attempt_tokens,
+                                         args.attempt_requests, only)
         problems = plan(read_attempts(args.attempts_file), caps, config)
     except (BadInput, TraceError, PlanError, ConfigError) as exc:
         print(f"engine.py --workload real: error: {str(exc).splitlines()[0]}", file=sys.stderr)
@@ -466,6 +473,7 @@ def main(argv: list[str] | None = None) -> int:
                             "tokens": r.tokens, "requests": len(r.timeline.records), "tokens_per_s": r.tps,
                             "prefix_hit_rate": r.prefix_hit_rate, "cached_share": r.timeline.cached_share(),
                             "usage": asdict(r.usage) if r.usage else None, "executions": r.executions,
+                            "cpu_s": r.cpu_s,
                             "statuses": r.statuses, "timeline": r.timeline.rows(),
                             "series": {"columns": ["t", "running", "waiting", "kv_usage"], "rows": r.series}}
                            for r in results],

@@ -160,14 +160,15 @@ class ServerMetrics:
 
 
 class Sampler:
-    """Polls an engine's metrics every ``interval_s`` while a contender runs::
+    """Polls an engine's metrics every ``interval_s`` while a contender runs (one poll walks vLLM's whole metrics
+    registry: ~3 ms of the front end's thread on 2 cores, measured with cProfile; 0.25 s keeps it near 1 %)::
 
         async with Sampler(read) as sampler:
             ... the contender ...
         sampler.usage, sampler.prefix_hit_rate, sampler.series()
     """
 
-    def __init__(self, read: Callable[[], Awaitable[tuple[Reading, float, float]]], interval_s: float = 0.1) -> None:
+    def __init__(self, read: Callable[[], Awaitable[tuple[Reading, float, float]]], interval_s: float = 0.25) -> None:
         self.read, self.interval_s = read, interval_s
         self.samples: list[Sample] = []
         self.t0 = 0.0

@@ -59,7 +59,8 @@ def test_the_plan_replays_each_recorded_request_and_appends_the_recorded_tool_me
                 assert step.appended == request.appended
         # Each request is sent the context the earlier ones grew: the engine's tokens, the ending, the appended ids.
         for before, after in zip(replay.steps, replay.steps[1:]):
-            assert after.prompt_tokens == before.prompt_tokens + before.tokens + len(before.ending) + len(before.appended)
+            grown = before.prompt_tokens + before.tokens + len(before.ending) + len(before.appended)
+            assert after.prompt_tokens == grown
         assert not replay.steps[-1].call and replay.steps[-1].appended == ()
 
 
