@@ -23,6 +23,7 @@ model writes what it writes (rarely code, and code that runs in a millisecond).
     python benchmarks/engine.py --workload model   # the model's own text: 2 turns of at most 96 tokens
     python benchmarks/engine.py --quick            # a smaller run for CI
     python benchmarks/engine.py --contenders b,b1  # only (a) vs (b) and (a1) vs (b1)
+    python benchmarks/engine.py --workload real    # recorded attempts, their real shape (real_shape.py)
 """
 
 from __future__ import annotations
@@ -375,11 +376,17 @@ async def in_process(config: Config, problems: list[Problem], plans: dict[tuple[
 
 
 def main(argv: list[str] | None = None) -> int:
+    given = sys.argv[1:] if argv is None else argv
+    if "--workload=real" in given or any(a == "--workload" and b == "real" for a, b in zip(given, given[1:])):
+        from real_shape import main as real_main  # recorded attempts: their own contenders and options
+
+        return real_main(given)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", action="store_true",
                         help="GPU-shaped run: preset h100 (unless --preset), 4 problems x 16 repetitions, up to 4 "
                              "turns of at most 1024 tokens, programs a median 2 s, 8 sandbox workers")
-    parser.add_argument("--workload", choices=("trace", "model"), default="trace")
+    parser.add_argument("--workload", choices=("trace", "model", "real"), default="trace",
+                        help="real: recorded gpt-oss-120b attempts (real_shape.py; --workload real --help)")
     parser.add_argument("--problems", type=int, default=None, help="default 2 (--gpu: 4)")
     parser.add_argument("--reps", type=int, default=16)
     parser.add_argument("--workers", type=int, default=None, help="default: --reps")

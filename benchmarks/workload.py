@@ -209,6 +209,12 @@ class TracedEngine:
         extra = {**request.extra, "ignore_eos": True, "min_tokens": n, "allowed_token_ids": list(self.script.words)}
         return replace(request, max_tokens=n, stop=(), stop_token_ids=(), extra=extra), turn, plan
 
+    def ending(self, request: GenerationRequest, turn: TurnPlan,
+               plan: RepetitionPlan) -> tuple[str, list[int], str | None, int | None]:
+        """The scripted end of a turn that decoded all its tokens: the plan's program, or the answer."""
+        code = None if turn.code_s is None else program(turn.code_s, self.kind, request.turn)
+        return self.script.ending(code, plan.answer)
+
     async def follow(self, request: GenerationRequest,
                      stream: Callable[[GenerationRequest], AsyncIterator[Delta]]) -> AsyncIterator[Delta]:
         forced, turn, plan = self.forced(request)
@@ -221,8 +227,7 @@ class TracedEngine:
                 if delta.finish_reason != "length" or forced.max_tokens < turn.tokens:
                     yield delta
                     continue
-                code = None if turn.code_s is None else program(turn.code_s, self.kind, request.turn)
-                text, ids, stop, token = self.script.ending(code, plan.answer)
+                text, ids, stop, token = self.ending(request, turn, plan)
                 yield replace(delta, text=delta.text + text, token_ids=delta.token_ids + tuple(ids),
                               finish_reason="stop", stop_reason=stop, stop_token=token)
 

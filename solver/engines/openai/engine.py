@@ -252,7 +252,10 @@ async def open_openai_engine(config: Config) -> OpenAIServerEngine:
     for info in wrong:
         log.warning("endpoint %s skipped: it serves %s, not %s", info.url, ", ".join(info.models), model)
     lengths = [n for i in serving for m, n in i.models.items() if m == model and n is not None]
-    tokenizer = await asyncio.to_thread(load_tokenizer, model)
+    # A server run with skip_tokenizer_init (a dialect that renders and parses ids itself, e.g. harmony) may serve
+    # a model folder without tokenizer files: none is needed here either.
+    tokenizer = None if config.engine.args.get("skip_tokenizer_init") else await asyncio.to_thread(load_tokenizer,
+                                                                                                 model)
     engine = OpenAIServerEngine([i.url for i in serving + down], model, tokenizer=tokenizer,
                                 max_model_len=min(lengths) if lengths else None)
     for endpoint, info in zip(engine.endpoints[len(serving):], down):

@@ -160,6 +160,14 @@ class StreamDecoder:
     >>> d.end().stop_token, d.end().stop_reason
     (200012, None)
 
+    A server run with ``--enable-prompt-tokens-details`` says how much of the prompt its prefix cache held:
+
+    >>> d = StreamDecoder(top_k=None)
+    >>> _ = d.feed('data: {"choices": [{"text": "", "token_ids": [7], "finish_reason": "length"}]}')
+    >>> _ = d.feed('data: {"choices": [], "usage": {"prompt_tokens": 40, "prompt_tokens_details": {"cached_tokens": 32}}}')
+    >>> d.end().cached_tokens
+    32
+
     Without token ids (a server that ignores ``return_token_ids``) the usage count fills ``token_count``:
 
     >>> d = StreamDecoder(top_k=None)
@@ -176,6 +184,7 @@ class StreamDecoder:
         self.done = False  # [DONE] or an error event arrived
         self.ids_seen = 0
         self.completion_tokens: int | None = None  # from the usage event
+        self.cached_tokens: int | None = None  # of the prompt, from the prefix cache (usage details, when sent)
 
     def feed(self, line: str) -> list[Delta]:
         payload = sse_data(line)
@@ -197,6 +206,9 @@ class StreamDecoder:
             self.prompt_tokens = usage["prompt_tokens"]
         if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
             self.completion_tokens = usage["completion_tokens"]
+        details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+        if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+            self.cached_tokens = details["cached_tokens"]  # a server run with --enable-prompt-tokens-details
         out = []
         try:
             for choice in event.get("choices") or ():
@@ -218,7 +230,8 @@ class StreamDecoder:
         # A server that streams text without token ids still reports how many tokens it generated.
         missing = (self.completion_tokens or 0) - self.ids_seen
         count = missing if missing > 0 and not self.final.token_ids else 0
-        return dataclasses.replace(self.final, prompt_tokens=self.prompt_tokens, token_count=count)
+        return dataclasses.replace(self.final, prompt_tokens=self.prompt_tokens, token_count=count,
+                                   cached_tokens=self.cached_tokens)
 
     def _fail(self, message: str) -> list[Delta]:
         self.done = True

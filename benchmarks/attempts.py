@@ -1,0 +1,370 @@
+"""Real attempts as a replay plan: the turn structure of recorded gpt-oss-120b attempts, for the real engine.
+
+A recorded attempt (``solver.offline.traces``) is a prompt and a run of requests, each generating some tokens and
+ending in a python call (the harness appended the tool's message), a ``<|return|>`` without an answer (the
+harness appended a follow-up) or the cut at the answer. A replay keeps that shape exactly and scripts only what
+the text says, as ``workload.TracedEngine`` does for drawn plans:
+
+- each request decodes the recorded number of tokens from the real engine (``ignore_eos``, ``min_tokens``,
+  drawn among plain words), then a scripted ending is appended: a python call on the analysis channel, as
+  gpt-oss writes them (``<|end|><|start|>assistant<|channel|>analysis to=python code<|message|>...<|call|>``),
+  whose code names the recorded call, or the final answer; the ending's tokens are never decoded;
+- the tool message appended after a call is the recorded one, rendered by the solver's own harmony dialect from
+  ``execution_from_shown(recorded text)`` (the same ids the recording holds: checked for every call of the dev
+  file); a follow-up is replayed as a tool message with the follow-up's text (the solver's loop ends an attempt
+  at ``<|return|>``), a few header tokens longer than the recorded user message;
+- the call "runs" for the seconds our sandbox took to re-execute the recorded code (a stateful session per
+  attempt, in order, cut at the sandbox timeout: ``measure_tool_times``) or a fixed time: the replay sandbox
+  (``RecordedOutputs``) sleeps that long in the real sandbox and answers with the recorded output.
+
+Caps keep a GPU run inside one call: generated tokens and requests per attempt, and the config's own limits
+(``sampling.max_tokens`` per request, ``sampling.max_total_tokens`` and ``max_turns`` per attempt,
+``engine.args.max_model_len`` for the context). The request where a cap bites becomes the attempt's last: it
+decodes what fits and answers.
+
+The plan is built by running the solver's dialogue over it once (``plan_attempt``), so every appended id and
+every context length is what the pipeline will send; a contender without solver code (``real_shape.py``'s (t))
+replays those ids.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from solver.dialects.base import TurnOutput
+from solver.dialects.output import OutputStyle, execution_from_shown
+from solver.offline.traces import Attempt
+from solver.types import Execution, GenerationRequest, Problem
+from workload import TracedEngine, make_script
+
+# What the recording harness ran in every kernel before the first call (tonghuikang/aimo3 notebook.py).
+STARTER_CELL = "import random, numpy as np, sympy as sp\nrandom.seed(42)\nnp.random.seed(42)"
+CALL_CODE = "# replayed call {key}"
+_KEY = re.compile(r"^# replayed call (\S+)\s*$")
+
+
+class PlanError(ValueError):
+    """Attempts that cannot be replayed as asked; the message is one line meant for the user."""
+
+
+@dataclass(frozen=True)
+class Caps:
+    """Limits on the replay, on top of the config's own (None: no limit)."""
+
+    problems: int = 1
+    attempts: int = 8  # per problem
+    attempt_tokens: int | None = None  # decoded tokens per attempt
+    attempt_requests: int | None = None  # requests per attempt
+    only: tuple[str, ...] = ()  # these problems, in this order (instead of the first ``problems``)
+
+    def line(self) -> str:
+        """
+        >>> Caps(2, 8, 6000, None).line()
+        '2 problems x 8 attempts; per attempt: tokens <= 6000, requests uncapped'
+        """
+        tokens = f"tokens <= {self.attempt_tokens}" if self.attempt_tokens else "tokens uncapped"
+        requests = f"requests <= {self.attempt_requests}" if self.attempt_requests else "requests uncapped"
+        which = ", ".join(self.only) if self.only else f"{self.problems} problems"
+        return f"{which} x {self.attempts} attempts; per attempt: {tokens}, {requests}"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One request of a replayed attempt."""
+
+    tokens: int  # decoded by the engine (``TracedEngine`` reads this name)
+    call: bool  # ends in a python call; else the attempt's final answer
+    shown: str = ""  # the tool message's text the recording appended after it (a tool output or a follow-up)
+    code: str | None = None  # the recorded code, re-executed for its time (None: a follow-up, nothing ran)
+    tool_s: float = 0.0  # seconds the call runs
+    recorded_tokens: int = 0  # what the recording generated in this request
+    recorded_appended: int = 0  # ids the recording appended after it
+    ending: tuple[int, ...] = ()  # the scripted ending's ids (not decoded)
+    appended: tuple[int, ...] = ()  # what the dialogue appends after the ending (tool message, next header)
+    prompt_tokens: int = 0  # the context this request is sent
+
+
+@dataclass(frozen=True)
+class Replay:
+    """One recorded attempt as replayed: repetition ``index`` of ``problem``."""
+
+    problem: Problem
+    index: int
+    steps: tuple[Step, ...]
+    answer: str
+
+    @property
+    def tokens(self) -> int:
+        return sum(s.tokens for s in self.steps)
+
+    @property
+    def turns(self) -> tuple[Step, ...]:  # ``TracedEngine`` reads a plan's turns
+        return self.steps
+
+    @property
+    def context_tokens(self) -> int:
+        last = self.steps[-1]
+        return last.prompt_tokens + last.tokens + len(last.ending)
+
+
+def choose(problem_ids: Sequence[str], problems: int, attempts: int, only: Sequence[str] = ()) -> dict[str, list[int]]:
+    """Which attempts to replay: the first ``problems`` problems (in file order; or the problems ``only`` names, in
+    its order) with at least ``attempts`` attempts, and their first ``attempts`` attempts, as positions in
+    ``problem_ids`` (one id per attempt).
+
+    >>> choose(["a", "b", "a", "c", "b", "c", "c"], problems=2, attempts=2)
+    {'a': [0, 2], 'b': [1, 4]}
+    >>> choose(["a", "b", "a", "c", "b", "c", "c"], problems=1, attempts=2, only=["c"])
+    {'c': [3, 5]}
+    >>> choose(["a", "b"], problems=1, attempts=2)
+    Traceback (most recent call last):
+    ...
+    attempts.PlanError: 0 problems have at least 2 attempts (the most is 1), 1 wanted
+    >>> choose(["a", "b"], problems=1, attempts=1, only=["x"])
+    Traceback (most recent call last):
+    ...
+    attempts.PlanError: problem x has 0 attempts, 1 wanted
+    """
+    where: dict[str, list[int]] = {}
+    for position, pid in enumerate(problem_ids):
+        where.setdefault(pid, []).append(position)
+    if only:
+        for pid in only:
+            if len(where.get(pid, ())) < attempts:
+                raise PlanError(f"problem {pid} has {len(where.get(pid, ()))} attempts, {attempts} wanted")
+        return {pid: where[pid][:attempts] for pid in only}
+    enough = {pid: positions[:attempts] for pid, positions in where.items() if len(positions) >= attempts}
+    if len(enough) < problems:
+        most = max((len(p) for p in where.values()), default=0)
+        raise PlanError(f"{len(enough)} problems have at least {attempts} attempts (the most is {most}), "
+                        f"{problems} wanted")
+    return dict(list(enough.items())[:problems])
+
+
+class Script:
+    """The scripted endings of replayed requests, in harmony token ids."""
+
+    def __init__(self) -> None:
+        from solver.dialects.harmony import load_encoding
+
+        self.encoding = load_encoding()
+        self.traced = make_script("harmony", None)  # the trace workload's plain words, for the real tokens
+        self.words = self.traced.words
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.encoding.encode(text, allowed_special="all"))
+
+    def call(self, key: str) -> list[int]:
+        return self.encode("<|end|><|start|>assistant<|channel|>analysis to=python code<|message|>"
+                           f"{CALL_CODE.format(key=key)}<|call|>")
+
+    def answer(self, answer: str) -> list[int]:
+        return self.encode(f"<|end|><|start|>assistant<|channel|>final<|message|>\\boxed{{{answer}}}<|return|>")
+
+
+def recorded_code(attempt: Attempt, script: Script) -> list[str | None]:
+    """Per request, the code of the python call it ends in (None: no call to python)."""
+    from openai_harmony import HarmonyError, Role
+
+    from solver.dialects.harmony import message_text
+
+    out: list[str | None] = []
+    for request in attempt.requests:
+        code = None
+        if request.end == "call":
+            try:
+                messages = script.encoding.parse_messages_from_completion_tokens(list(request.generated),
+                                                                                 Role.ASSISTANT, strict=False)
+            except HarmonyError:
+                messages = []
+            if messages and messages[-1].recipient == "python":
+                code = message_text(messages[-1])
+        out.append(code)
+    return out
+
+
+def key_of(problem_id: str, index: int, turn: int) -> str:
+    return f"{problem_id}/{index}/{turn}"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The config's limits a replay must stay within, so the pipeline sends every planned request."""
+
+    max_tokens: int  # per request
+    max_total_tokens: int  # per attempt, decoded and scripted tokens together (as the loop counts them)
+    max_turns: int
+    max_model_len: int | None
+
+    @classmethod
+    def of(cls, config: Any) -> Limits:
+        s = config.sampling
+        return cls(s.max_tokens, s.max_total_tokens, s.max_turns, config.engine.args.get("max_model_len"))
+
+
+def plan_attempt(attempt: Attempt, problem: Problem, index: int, dialect: Any, style: OutputStyle, caps: Caps,
+                 limits: Limits, script: Script) -> Replay:
+    """The replay of one recorded attempt as repetition ``index``: its requests within the caps, each with the
+    ids the solver's dialogue appends after it, found by running the dialogue over the plan (the engine's own
+    tokens stand in as plain words: what is appended does not depend on them)."""
+    codes = recorded_code(attempt, script)
+    dialogue = dialect.start(problem)
+    steps: list[Step] = []
+    decoded = counted = 0  # decoded tokens; tokens the loop counts (decoded and scripted, as it limits them)
+    answer = attempt.trace_answer if attempt.trace_answer and attempt.trace_answer.isdigit() else "0"
+    token_cap = caps.attempt_tokens if caps.attempt_tokens is not None else limits.max_total_tokens
+    model_len = limits.max_model_len or 1 << 62
+    for turn, request in enumerate(attempt.requests):
+        prompt = len(dialogue.prompt().token_ids or ())
+        want = len(request.generated)
+        shown = request.tool_output if request.tool_output is not None else request.follow_up
+        key = key_of(problem.id, index, turn)
+        ending = script.call(key)
+        final = (turn == len(attempt.requests) - 1 or shown is None or turn + 1 >= limits.max_turns
+                 or (caps.attempt_requests is not None and turn + 1 >= caps.attempt_requests))
+        if not final:
+            # a call must leave room for its ending, the tool message (its text plus headers) and a next request
+            fits = min(limits.max_tokens, limits.max_total_tokens - counted - len(ending) - 1, token_cap - decoded,
+                       model_len - prompt - len(ending) - len(script.encode(shown or "")) - 32)
+            final = fits < want
+        if final:  # the recorded last request, or a cap bites: this request answers with what fits
+            tokens = min(want, limits.max_tokens, limits.max_total_tokens - counted, token_cap - decoded,
+                         model_len - prompt - 1)
+            if tokens >= 1:
+                steps.append(Step(tokens, False, recorded_tokens=want, ending=tuple(script.answer(answer)),
+                                  prompt_tokens=prompt))
+            elif steps:  # nothing fits: the request before answers instead
+                steps[-1] = replace(steps[-1], call=False, shown="", code=None, ending=tuple(script.answer(answer)),
+                                    appended=())
+            else:
+                raise PlanError(f"problem {problem.id}: its prompt ({prompt} tokens) leaves no room to generate")
+            break
+        ids = [script.words[0]] * want + ending
+        out = TurnOutput(script.encoding.decode(ids[:-1]), tuple(ids), "stop", stop_token=ids[-1])
+        reading = dialogue.read(out)
+        if reading.call != CALL_CODE.format(key=key):
+            raise PlanError(f"problem {problem.id}: the harmony dialect did not read the scripted call "
+                            f"(it read {reading.call!r})")
+        dialogue.reply(out, reading, execution_from_shown("", shown or "", style))
+        after = dialogue.prompt().token_ids or ()
+        steps.append(Step(want, True, shown or "", codes[turn], 0.0, want, len(request.appended), tuple(ending),
+                          tuple(after[prompt + len(ids):]), prompt))
+        decoded += want
+        counted += want + len(ending)
+    return Replay(problem, index, tuple(steps), answer)
+
+
+def plan(attempts: Sequence[Attempt], caps: Caps, config: Any) -> list[list[Replay]]:
+    """Per chosen problem (``choose``), its replays, repetition 0..K-1 in file order."""
+    from solver.dialects import make_dialect
+
+    chosen = choose([a.problem_id for a in attempts], caps.problems, caps.attempts, caps.only)
+    dialect = make_dialect(config, None)
+    style = OutputStyle.from_config(config.prompt)
+    if style.style != "jupyter":
+        raise PlanError("the replay shows recorded tool outputs: prompt.output_style must be jupyter "
+                        "(as in the h100-gptoss preset)")
+    script, limits = Script(), Limits.of(config)
+    out = []
+    for pid, positions in chosen.items():
+        first = attempts[positions[0]]
+        problem = Problem(pid, first.problem, first.answer)
+        out.append([plan_attempt(attempts[p], problem, i, dialect, style, caps, limits, script)
+                    for i, p in enumerate(positions)])
+    return out
+
+
+def with_tool_times(problems: list[list[Replay]], times: dict[str, float]) -> list[list[Replay]]:
+    """The replays with each call's seconds from ``times`` (by ``key_of``; a call not in it keeps its own)."""
+    return [[replace(r, steps=tuple(replace(s, tool_s=times.get(key_of(r.problem.id, r.index, t), s.tool_s))
+                                    if s.call else s for t, s in enumerate(r.steps))) for r in replays]
+            for replays in problems]
+
+
+def fixed_tool_times(problems: list[list[Replay]], seconds: float) -> dict[str, float]:
+    """Every call runs ``seconds``; a follow-up (nothing ran in the recording) none."""
+    return {key_of(r.problem.id, r.index, t): seconds if s.code is not None else 0.0
+            for replays in problems for r in replays for t, s in enumerate(r.steps) if s.call}
+
+
+async def measure_tool_times(problems: list[list[Replay]], sandbox: Any, timeout_s: float) -> dict[str, float]:
+    """Re-execute every replayed call's recorded code in our sandbox: one stateful session per attempt (the
+    harness's starter cell first, untimed), calls in order, each cut at ``timeout_s``; attempts at once (the pool
+    bounds how many run). Seconds per call (``key_of``); a follow-up takes none."""
+
+    async def one(replay: Replay) -> dict[str, float]:
+        session = await sandbox.session()
+        try:
+            await session.run(STARTER_CELL, timeout_s=timeout_s)
+            out = {}
+            for turn, step in enumerate(replay.steps):
+                if not step.call:
+                    continue
+                seconds = 0.0
+                if step.code is not None:
+                    seconds = min(timeout_s, (await session.run(step.code, timeout_s=timeout_s)).duration_s)
+                out[key_of(replay.problem.id, replay.index, turn)] = seconds
+            return out
+        finally:
+            await session.close()
+
+    found = await asyncio.gather(*(one(r) for replays in problems for r in replays))
+    return {k: v for part in found for k, v in part.items()}
+
+
+class RecordedOutputs:
+    """The sandbox a replay's pipeline runs its calls in: each scripted call sleeps its planned seconds in the real
+    sandbox (a session per repetition when the loop asks for one), then answers with the recorded output, so the
+    dialogue appends the recorded tool message."""
+
+    def __init__(self, inner: Any, problems: list[list[Replay]], style: OutputStyle, timeout_s: float) -> None:
+        self.inner, self.style = inner, style
+        # a call that reached the timeout when measured sleeps just under it: its time, without the kill
+        self.limit_s = max(0.0, timeout_s - 0.1)
+        self.steps = {key_of(r.problem.id, r.index, t): s for replays in problems for r in replays
+                      for t, s in enumerate(r.steps) if s.call}
+
+    async def answer(self, code: str, run: Any) -> Execution:
+        match = _KEY.match(code.strip())
+        step = self.steps.get(match.group(1)) if match else None
+        if step is None:  # not a replayed call (a warm-up): run it as it is
+            return await run(code)
+        done = await run(f"import time\ntime.sleep({min(step.tool_s, self.limit_s):.3f})")
+        return execution_from_shown(code, step.shown, self.style, done.duration_s)
+
+    async def run(self, code: str, *, timeout_s: float | None = None) -> Execution:
+        return await self.answer(code, lambda c: self.inner.run(c, timeout_s=timeout_s))
+
+    async def session(self) -> Any:
+        return _RecordedSession(self, await self.inner.session())
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+class _RecordedSession:
+    def __init__(self, outputs: RecordedOutputs, inner: Any) -> None:
+        self.outputs, self.inner = outputs, inner
+
+    async def run(self, code: str, *, timeout_s: float | None = None) -> Execution:
+        return await self.outputs.answer(code, lambda c: self.inner.run(c, timeout_s=timeout_s))
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+class ReplayEngine(TracedEngine):
+    """The real engine made to follow replays: each request decodes its step's tokens among plain words, then
+    gets its step's scripted ending (``TracedEngine`` does the rest, and counts what was decoded)."""
+
+    def __init__(self, inner: Any, problems: list[list[Replay]], script: Script) -> None:
+        plans: dict[tuple[str, int], Any] = {(r.problem.id, r.index): r for replays in problems for r in replays}
+        super().__init__(inner, plans, "sleep", script.traced)
+
+    def ending(self, request: GenerationRequest, turn: Any, plan: Any) -> tuple[str, list[int], str | None, int]:
+        ids = list(turn.ending)
+        return self.script.decode(ids[:-1]), ids, None, ids[-1]

