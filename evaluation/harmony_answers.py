@@ -143,9 +143,11 @@ def main(argv: list[str] | None = None) -> int:
             winner = voter.winner([Ballot(a.value) if a is not None else None for a in answers])
             problems_right += winner is not None and is_correct(winner, reference[pid], rules)
         sources = Counter(a.source if a is not None else "none" for answers in picks[rule].values() for a in answers)
-        print(f"   {rule}: {boxed[rule]} attempts with a boxed answer; picked answer by source "
-              f"{dict(sorted(sources.items()))}; right in {attempts_right} of {len(attempts)} attempts; majority "
-              f"over all attempts right on {problems_right} of {len(picks[rule])} problems")
+        right_by = Counter(a.source for pid, answers in picks[rule].items() for a in answers if right(a, pid))
+        by_source = ", ".join(f"{k} {v} (right {right_by[k]})" for k, v in sorted(sources.items()))
+        print(f"   {rule}: {boxed[rule]} attempts with a boxed answer; picked answers by source: {by_source}; right "
+              f"in {attempts_right} of {len(attempts)} attempts; majority over all attempts right on {problems_right}"
+              f" of {len(picks[rule])} problems")
     print("\n3. tokens the any-channel cut saves (lower bound)")
     median = statistics.median(final_lengths)
     deciles = statistics.quantiles(final_lengths, n=10)

@@ -103,7 +103,8 @@ async def solve_run(config: Config, problems: Sequence[Problem], run_dir: Path, 
     """Solve every problem, logging each repetition as it finishes; ``resume`` keeps what the log has.
 
     ``engine`` and ``sandbox``, when given, are used as they are and left open (a sweep reuses one engine
-    across runs); otherwise the run builds its own from the config and closes them at the end.
+    across runs); otherwise the run builds its own from the config and closes them at the end (a replay with
+    ``engine.replay_outputs``: the replay engine and a sandbox that gives back the recorded outputs).
     """
     clock = clock or SystemClock()
     if resume:
