@@ -9,8 +9,8 @@ order given, so several runs pool into one larger sample. Nothing recorded for a
 A turn recorded with its token ids (``Turn.token_ids``: a dialect that reads tokens, such as harmony) streams
 them in pieces of ``TOKENS_PER_PIECE``, with its text cut into as many pieces; the last piece names the stop token
 that ended the turn. Beyond the request's ``max_tokens`` it is cut, with finish ``length`` (its text is then not
-sent: a dialect that reads tokens reads the ids). Other turns stream their text. Either way a consumer that leaves mid-turn (the first-answer
-watch, a cancellation) gets no more of it.
+sent: a dialect that reads tokens reads the ids). Other turns stream their text. Either way a consumer that
+leaves mid-turn (the first-answer watch, a cancellation) gets no more of it.
 
 Timing: each turn takes its recorded engine time (``Turn.duration_s``), or ``generated_tokens / tokens_per_s``
 when a rate is configured, multiplied by ``time_scale`` (1 = as recorded, 0 = instant). The scale is
@@ -239,8 +239,8 @@ class ReplayEngine:
 
 class RecordedOutputs:
     """A ``Sandbox`` that runs nothing: each call gets the execution ``lookup(key, code)`` gives for the recorded
-    turn ``key`` this task was served last (``served()``), or an error execution saying there is none. Its sessions are itself
-    (a recording has no state to keep)."""
+    turn ``key`` this task was served last (``served()``), or an error execution saying there is none. Its
+    sessions are itself (a recording has no state to keep)."""
 
     def __init__(self, lookup: Callable[[Key, str], Execution | None]) -> None:
         self.lookup = lookup
