@@ -35,6 +35,8 @@ class EngineConfig:
     replay_from: tuple[str, ...] = ()  # run dirs for the replay engine
     replay_tokens_per_s: float | None = None  # replay timing model: None = recorded durations
     replay_time_scale: float = 1.0  # replay speed: 1 = recorded time, 0 = instant
+    # replay: each code call gets the output recorded for its turn instead of running in the sandbox
+    replay_outputs: bool = False
     # A repetition's turns as one vLLM streaming-input request (no new request per tool call) where the installed
     # vLLM has them; turns with stop strings (the fences dialect) or a rewritten context go as a request each.
     streaming_input: bool = False
@@ -43,6 +45,7 @@ class EngineConfig:
         _check(self.replay_time_scale >= 0, "engine.replay_time_scale must be >= 0 (1 = recorded, 0 = instant)")
         _check(self.replay_tokens_per_s is None or self.replay_tokens_per_s > 0,
                "engine.replay_tokens_per_s must be > 0 or null")
+        _check(not self.replay_outputs or self.name == "replay", "engine.replay_outputs needs the replay engine")
 
 
 # Sampling parameters the solver sets per request; ``sampling.extra`` may not override them.
@@ -94,11 +97,21 @@ class PromptConfig:
     # through openai_harmony), hermes (Qwen3-style <tool_call> JSON, rendered by the tokenizer's chat template).
     dialect: Literal["fences", "harmony", "hermes"] = "fences"
     reasoning_effort: Literal["low", "medium", "high"] = "high"  # harmony's system message
+    # harmony: the python tool's description in the system message; null = openai_harmony's default
+    # (ToolNamespaceConfig.python(): files in /mnt/data, internet access UNKNOWN)
+    tool_description: str | None = None
+    # harmony: the user message sent after a turn that ends without a boxed answer (a <|return|>, or a <|call|>
+    # to no tool), at most max_follow_ups times per repetition; 0 = such a turn ends the repetition
+    follow_up: str = ""
+    max_follow_ups: int = 0
 
     def __post_init__(self) -> None:
         _check(self.output_chars > 0, "prompt.output_chars must be > 0")
         _check(0 <= 2 * self.output_keep <= self.output_chars,
                "prompt.output_keep must be >= 0 and at most half of prompt.output_chars")
+        _check(self.max_follow_ups >= 0, "prompt.max_follow_ups must be >= 0")
+        _check(self.max_follow_ups == 0 or bool(self.follow_up.strip()),
+               "prompt.max_follow_ups needs a prompt.follow_up text")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""``solver import-samples FILE --out RUN_DIR``: turn another tool's JSONL samples into a replayable run."""
+"""``solver import-samples FILE --out RUN_DIR``: turn another tool's JSONL samples, or real attempts recorded as
+harmony token traces, into a replayable run."""
 
 from __future__ import annotations
 
@@ -11,13 +12,19 @@ EXIT_BAD_INPUT = 2
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
-        "import-samples", help="import a JSONL file of samples as a run directory",
+        "import-samples", help="import a JSONL file of samples or token traces as a run directory",
         description="Read one sample per line (problem id, sample text and/or final answer, reference answer, "
                     "optional token count) and write RUN_DIR in the solver's log format, for replay and "
-                    "simulate. Field names default to common spellings; pin them with the --*-field flags.")
-    parser.add_argument("file", type=Path, help="JSONL sample file")
+                    "simulate. Field names default to common spellings; pin them with the --*-field flags. "
+                    "A file of harmony token traces (records with prompt_ids and completion_ids: real gpt-oss "
+                    "attempts) imports each attempt turn by turn, read by the preset's harmony dialect.")
+    parser.add_argument("file", type=Path, help="JSON-lines file, plain or .gz/.xz/.bz2")
     parser.add_argument("--out", type=Path, required=True, help="run directory to create (must not exist)")
-    parser.add_argument("--preset", default="tiny", help="config preset whose answer rules grade the samples")
+    parser.add_argument("--preset", default=None,
+                        help="config preset whose answer rules grade the samples and whose dialect reads the traces "
+                             "(default: tiny for samples, h100-gptoss for token traces)")
+    parser.add_argument("--tokens-per-s", type=float, default=None, metavar="RATE",
+                        help="token traces: log each turn as taking its generated tokens at this rate (default 0 s)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key, e.g. --set answers.modulus=1000")
     for name, example in (("id", "problem_id"), ("problem", "problem"), ("text", "generation"),
@@ -31,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
     import yaml
 
     from solver.config import ConfigError, load_config
-    from solver.offline.importer import SampleFields, SampleImportError, import_samples
+    from solver.offline.importer import SampleFields, SampleImportError, holds_traces, import_samples
+    from solver.offline.traces import TraceError
     from solver.runlog import LogError
 
     try:
@@ -41,15 +49,25 @@ def run(args: argparse.Namespace) -> int:
             if not sep or not key:
                 raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
             overrides[key] = yaml.safe_load(value)
-        config = load_config(args.preset, overrides={"engine.name": "replay", **overrides})
+        if args.tokens_per_s is not None and not args.tokens_per_s > 0:
+            raise ConfigError(f"--tokens-per-s must be > 0, got {args.tokens_per_s}")
+        preset = args.preset or ("h100-gptoss" if holds_traces(args.file) else "tiny")
+        config = load_config(preset, overrides={"engine.name": "replay", **overrides})
         fields = SampleFields.with_overrides(problem_id=args.id_field, problem=args.problem_field,
                                              text=args.text_field, answer=args.answer_field,
                                              reference=args.reference_field, tokens=args.tokens_field,
                                              duration=args.duration_field)
-        summary = import_samples(args.file, args.out, config, fields)
-    except (ConfigError, SampleImportError, LogError, yaml.YAMLError) as exc:
+        summary = import_samples(args.file, args.out, config, fields, args.tokens_per_s)
+    except (ConfigError, SampleImportError, TraceError, LogError, yaml.YAMLError) as exc:
         print(f"solver: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    print(f"imported {summary.samples} samples of {summary.problems} problems into {summary.run_dir}"
-          + (f" ({summary.without_answer} without a usable answer)" if summary.without_answer else ""))
+    if summary.kind == "attempts":
+        notes = [f"{summary.without_answer} without an answer"] if summary.without_answer else []
+        if summary.shortened:
+            notes.append(f"{summary.shortened} ended at an answer before the recording did")
+        print(f"imported {summary.samples} attempts ({summary.turns} turns) of {summary.problems} problems into "
+              f"{summary.run_dir}" + (f" ({'; '.join(notes)})" if notes else ""))
+    else:
+        print(f"imported {summary.samples} samples of {summary.problems} problems into {summary.run_dir}"
+              + (f" ({summary.without_answer} without a usable answer)" if summary.without_answer else ""))
     return 0

@@ -56,8 +56,10 @@ class Reading:
     ending: str  # the ending marker as the model saw it: a stop string (plus any text its last token carried
     # past it), a stop token's text; the start of ``Turn.appended``
     call: str | None  # python code the turn asks to run, None for no tool call
-    goes_on: bool  # the conversation continues after this turn (a tool call, or a fence that is not python)
-    answer_text: str  # where this turn's final answer may be written (all of it, or the final channel)
+    goes_on: bool  # the conversation continues after this turn (a tool call, a fence that is not python, or a
+    # harmony turn that ended without an answer and gets the follow-up message)
+    answer_text: str  # where this turn's final answer is read from: all of it (fences, hermes); harmony's final
+    # channel, or without an answer there the boxed answers of any channel
 
 
 class Dialogue(Protocol):
@@ -77,8 +79,9 @@ class Dialogue(Protocol):
         ...
 
     def reply(self, out: TurnOutput, reading: Reading, execution: Execution | None) -> str:
-        """Extend the conversation with the turn and (for a tool call) its result; the text appended after the
-        turn's ending, which the next prompt ends with."""
+        """Extend the conversation with the turn and (for a tool call) its result, or (a reading that goes on
+        without a call) what the dialect says next; the text appended after the turn's ending, which the next
+        prompt ends with."""
         ...
 
 

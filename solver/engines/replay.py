@@ -6,14 +6,27 @@ problem is the ``i``-th finished (non-cancelled) repetition of that problem over
 order given, so several runs pool into one larger sample. Nothing recorded for a key gives one Delta with
 ``finish_reason="error"``; the engine never raises for a request.
 
+A turn recorded with its token ids (``Turn.token_ids``: a dialect that reads tokens, such as harmony) streams
+them in pieces of ``TOKENS_PER_PIECE``, with its text cut into as many pieces; the last piece names the stop token
+that ended the turn. Beyond the request's ``max_tokens`` it is cut, with finish ``length`` (its text is then not
+sent: a dialect that reads tokens reads the ids). Other turns stream their text. Either way a consumer that
+leaves mid-turn (the first-answer watch, a cancellation) gets no more of it.
+
 Timing: each turn takes its recorded engine time (``Turn.duration_s``), or ``generated_tokens / tokens_per_s``
 when a rate is configured, multiplied by ``time_scale`` (1 = as recorded, 0 = instant). The scale is
 ``engine.replay_time_scale``.
+
+Recorded outputs (``engine.replay_outputs``): instead of running the code, ``RecordedOutputs`` (a ``Sandbox``)
+answers each call with the execution recorded for the turn that asked for it. Which turn that is, the engine says:
+serving a request marks its ``(problem_id, repetition, turn)`` in the serving task's context (``served()``), and
+the repetition runs its code in that same task right after the turn.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -21,10 +34,23 @@ from pathlib import Path
 
 from solver.config import Config, ConfigError
 from solver.runlog import LogError, read_log
-from solver.types import Delta, GenerationRequest, Problem, Repetition, Tokenizer, Turn
+from solver.types import (Delta, Engine, Execution, FinishReason, GenerationRequest, Problem, Repetition, Sandbox,
+                          Tokenizer, Turn)
 
 Sleep = Callable[[float], Awaitable[None]]
 TOKENS_PER_PIECE = 16  # recorded text is streamed in pieces of about this many tokens, so cancellation bites
+Key = tuple[str, int, int]  # (problem_id, repetition, turn)
+_SERVED: contextvars.ContextVar[Key | None] = contextvars.ContextVar("replay_served", default=None)
+
+
+def served() -> Key | None:
+    """The recorded request this task was served last: ``(problem_id, repetition, turn)``, or None."""
+    return _SERVED.get()
+
+
+def mark_served(key: Key) -> None:
+    """Called by an engine serving recordings as it serves ``key`` (in the consuming task, see ``served``)."""
+    _SERVED.set(key)
 
 
 def pooled_repetitions(run_dirs: Sequence[str | Path]) -> dict[str, list[Repetition]]:
@@ -94,6 +120,38 @@ def stop_reason_of(turn: Turn, stop: Sequence[str]) -> str | None:
     return stop[0] if turn.execution is not None else None
 
 
+def recorded_deltas(text: str, token_ids: Sequence[int], generated_tokens: int, finish: FinishReason,
+                    prompt_tokens: int, stop_token_ids: Sequence[int] = (),
+                    stop_reason: str | None = None) -> list[Delta]:
+    """One recorded request as the deltas an engine would stream: its ids in pieces of ``TOKENS_PER_PIECE`` (the
+    text cut into as many pieces) when it has ids, else its text in pieces of about that many tokens; the last
+    delta carries the finish, the stop string and the stop token (its last id, when that is one of
+    ``stop_token_ids``).
+
+    >>> [(d.text, d.token_ids, d.finish_reason, d.stop_token) for d in recorded_deltas("ab", (5,) * 17 + (9,), 18,
+    ...                                                                                  "stop", 3, (9,))]
+    [('a', (5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5), None, None), ('b', (5, 9), 'stop', 9)]
+    >>> [(d.text, d.token_count, d.finish_reason) for d in recorded_deltas("abc", (), 20, "length", 3)]
+    [('ab', 10, None), ('c', 10, 'length')]
+    """
+    ids = tuple(token_ids)
+    if ids:
+        id_pieces = [ids[i: i + TOKENS_PER_PIECE] for i in range(0, len(ids), TOKENS_PER_PIECE)]
+        texts = split_text(text, len(id_pieces))
+        texts += [""] * (len(id_pieces) - len(texts))
+        counts = [len(p) for p in id_pieces]
+    else:
+        texts = split_text(text, math.ceil(max(1, generated_tokens) / TOKENS_PER_PIECE))
+        id_pieces = [()] * len(texts)
+        counts = spread(generated_tokens, len(texts))
+    stop_token = ids[-1] if finish == "stop" and ids and ids[-1] in stop_token_ids else None
+    last = len(texts) - 1
+    return [Delta(text=piece, token_ids=piece_ids, token_count=0 if ids else count,
+                  finish_reason=finish if i == last else None, stop_reason=stop_reason if i == last else None,
+                  stop_token=stop_token if i == last else None, prompt_tokens=prompt_tokens if i == 0 else None)
+            for i, (piece, piece_ids, count) in enumerate(zip(texts, id_pieces, counts))]
+
+
 @dataclass(frozen=True)
 class TimingModel:
     """Seconds a recorded turn takes in replay.
@@ -150,29 +208,55 @@ class ReplayEngine:
                                    f"{request.repetition} turn {request.turn} "
                                    f"({self.available(request.problem_id)} repetitions recorded)"))
                 return
-            pieces = split_text(turn.text, math.ceil(max(1, turn.generated_tokens) / TOKENS_PER_PIECE))
-            counts = spread(turn.generated_tokens, len(pieces))
-            pause = self.timing.seconds(turn) / len(pieces)
-            for i, (piece, count) in enumerate(zip(pieces, counts)):
+            mark_served((request.problem_id, request.repetition, request.turn))
+            if len(turn.token_ids) > request.max_tokens:  # the request's limit comes first: cut there
+                ids = turn.token_ids[: request.max_tokens]
+                deltas = recorded_deltas("", ids, len(ids), "length", turn.prompt_tokens)
+            else:
+                deltas = recorded_deltas(turn.text, turn.token_ids, turn.generated_tokens, turn.finish_reason,
+                                         turn.prompt_tokens, request.stop_token_ids,
+                                         stop_reason_of(turn, request.stop))
+            pause = self.timing.seconds(turn) / len(deltas)
+            for delta in deltas:
                 if pause > 0:
                     await self._sleep(pause)
-                last = i == len(pieces) - 1
-                yield Delta(
-                    text=piece,
-                    token_ids=(),
-                    token_count=count,
-                    finish_reason=turn.finish_reason if last else None,
-                    stop_reason=stop_reason_of(turn, request.stop) if last else None,
-                    prompt_tokens=turn.prompt_tokens if i == 0 else None,
-                )
+                yield delta
         finally:
             self._open -= 1
+
+    def recorded_execution(self, key: Key, code: str) -> Execution | None:
+        """The execution recorded after the turn ``key`` (whatever ``code`` the run asks for: a replay runs the
+        recorded turns' code)."""
+        turn = self.recorded_turn(*key)
+        return turn.execution if turn is not None else None
 
     def running_requests(self) -> int:
         return self._open
 
     async def close(self) -> None:
         self._recorded = {}
+
+
+class RecordedOutputs:
+    """A ``Sandbox`` that runs nothing: each call gets the execution ``lookup(key, code)`` gives for the recorded
+    turn ``key`` this task was served last (``served()``), or an error execution saying there is none. Its
+    sessions are itself (a recording has no state to keep)."""
+
+    def __init__(self, lookup: Callable[[Key, str], Execution | None]) -> None:
+        self.lookup = lookup
+
+    async def run(self, code: str, *, timeout_s: float | None = None) -> Execution:
+        key = served()
+        found = self.lookup(key, code) if key is not None else None
+        if found is None:
+            return Execution(code, "error", "", f"no recorded output for this call (turn {key})", 0.0)
+        return found
+
+    async def session(self) -> RecordedOutputs:
+        return self
+
+    async def close(self) -> None:
+        return None
 
 
 def timing_from_config(config: Config) -> TimingModel:
@@ -189,3 +273,13 @@ async def open_replay_engine(config: Config) -> ReplayEngine:
     except LogError as exc:
         raise ConfigError(str(exc)) from exc
     return ReplayEngine(recorded, timing)
+
+
+@contextlib.asynccontextmanager
+async def recorded_parts(config: Config) -> AsyncIterator[tuple[Engine, Sandbox]]:
+    """The replay engine and, for ``engine.replay_outputs``, the sandbox that gives back its recorded outputs."""
+    engine = await open_replay_engine(config)
+    try:
+        yield engine, RecordedOutputs(engine.recorded_execution)
+    finally:
+        await engine.close()

@@ -103,7 +103,8 @@ async def solve_run(config: Config, problems: Sequence[Problem], run_dir: Path, 
     """Solve every problem, logging each repetition as it finishes; ``resume`` keeps what the log has.
 
     ``engine`` and ``sandbox``, when given, are used as they are and left open (a sweep reuses one engine
-    across runs); otherwise the run builds its own from the config and closes them at the end.
+    across runs); otherwise the run builds its own from the config and closes them at the end (a replay with
+    ``engine.replay_outputs``: the replay engine and a sandbox that gives back the recorded outputs).
     """
     clock = clock or SystemClock()
     if resume:
@@ -123,6 +124,10 @@ async def solve_run(config: Config, problems: Sequence[Problem], run_dir: Path, 
             budget = BudgetManager(config.budget, clock, spent_s=log.spent_s, done=done)
         todo = [p for p in problems if p.id not in results]
         async with contextlib.AsyncExitStack() as stack:
+            if engine is None and sandbox is None and config.engine.name == "replay" and config.engine.replay_outputs:
+                from solver.engines.replay import recorded_parts
+
+                engine, sandbox = await stack.enter_async_context(recorded_parts(config))
             if engine is not None and sandbox is not None:
                 solver = ProblemSolver(config, engine, sandbox, clock=clock, on_repetition=log.append,
                                        on_event=on_event)

@@ -1,10 +1,17 @@
-"""Import other tools' sample files (JSONL) as a run directory in this solver's log format, so their samples can
-be replayed and simulated like our own.
+"""Import other tools' sample files (JSON lines, plain or ``.gz`` / ``.xz`` / ``.bz2``) as a run directory in this
+solver's log format, so their samples can be replayed and simulated like our own.
 
-One input line is one sample (or several, when its text / answer fields hold lists, as Qwen2.5-Math's evaluation
-output does). Field names are looked up from a list of common spellings unless given explicitly. Any fault in
-the file is a ``SampleImportError`` with one line naming the file and line; nothing is left behind (the run is built
-in a temporary directory beside the target and renamed into place at the end).
+Two kinds of file, told apart by their first record:
+
+- Samples: one input line is one sample (or several, when its text / answer fields hold lists, as Qwen2.5-Math's
+  evaluation output does), imported as a one-turn repetition. Field names are looked up from a list of common
+  spellings unless given explicitly.
+- Token traces (records with ``prompt_ids`` and ``completion_ids``: real attempts in the harmony format,
+  ``solver.offline.traces``): each attempt becomes a repetition turn by turn, as the loop logs one
+  (``solver.offline.trace_import``).
+
+Any fault in the file is a ``SampleImportError`` with one line naming the file and line; nothing is left behind
+(the run is built in a temporary directory beside the target and renamed into place at the end).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from typing import Any
 
 from solver.core.answers import extract_answers, normalise
 from solver.config import AnswerConfig, Config
+from solver.offline.traces import TraceError, is_trace, json_lines
 from solver.runlog import META_NAME, RunLog
 from solver.types import Answer, Problem, Repetition, Turn
 
@@ -157,21 +165,10 @@ def to_repetition(sample: Sample, index: int, rules: AnswerConfig) -> Repetition
 
 
 def read_samples(path: Path, fields: SampleFields) -> list[Sample]:
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SampleImportError(f"{path}: cannot read: {str(exc).splitlines()[0]}") from exc
     samples: list[Sample] = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{path} line {number}"
-        try:
-            record = json.loads(line)
-        except ValueError as exc:
-            raise SampleImportError(f"{where}: not valid JSON ({exc})") from exc
-        if not isinstance(record, dict):
-            raise SampleImportError(f"{where}: expected a JSON object")
+    for where, record in json_lines(path):
+        if is_trace(record):
+            raise SampleImportError(f"{where}: a token trace among samples (a file holds one kind)")
         samples.extend(parse_line(record, fields, where))
     if not samples:
         raise SampleImportError(f"{path}: no samples")
@@ -196,25 +193,76 @@ class ImportSummary:
     problems: int
     samples: int
     without_answer: int  # samples that gave no usable answer under the answer rules
+    kind: str = "samples"  # samples | attempts (token traces)
+    turns: int = 0  # engine requests over all repetitions
+    shortened: int = 0  # attempts the dialogue ended before the recording did (an answer the harness missed)
 
 
-def import_samples(path: Path, out: Path, config: Config, fields: SampleFields = SampleFields()) -> ImportSummary:
-    """Write ``out`` as a run of the samples in ``path``; ``out`` must not exist yet."""
+def holds_traces(path: Path) -> bool:
+    """Whether the file's first record is a token trace (False for an empty file: it has no samples either)."""
+    for _where, record in json_lines(path):
+        return is_trace(record)
+    return False
+
+
+def _sample_run(path: Path, config: Config, fields: SampleFields) -> tuple[list[Problem], list[Repetition]]:
+    groups = group_samples(read_samples(path, fields), path)
+    problems = [Problem(pid, next((s.problem for s in group if s.problem), ""), group[0].reference,
+                        {"imported_from": path.name}) for pid, group in groups.items()]
+    reps = [to_repetition(sample, index, config.answers) for group in groups.values()
+            for index, sample in enumerate(group)]
+    return problems, reps
+
+
+def _trace_run(path: Path, config: Config, tokens_per_s: float | None) -> tuple[list[Problem], list[Repetition], int]:
+    from solver.offline.trace_import import TraceImportError, import_attempts
+    from solver.offline.traces import read_attempts
+
+    if config.prompt.dialect != "harmony":
+        raise SampleImportError(f"{path}: token traces are read with the harmony dialect, not "
+                                f"{config.prompt.dialect} (use the preset the attempts were recorded with, e.g. "
+                                "--preset h100-gptoss)")
+    attempts = read_attempts(path)
+    problems: dict[str, Problem] = {}
+    for attempt in attempts:
+        known = problems.setdefault(attempt.problem_id, Problem(attempt.problem_id, attempt.problem, attempt.answer,
+                                                                {"imported_from": path.name}))
+        if known.answer != attempt.answer:
+            raise SampleImportError(f"{path}: problem {attempt.problem_id!r} has two reference answers "
+                                    f"({known.answer!r} and {attempt.answer!r})")
+    located = [(f"{path} attempt {i} (problem {a.problem_id})", a) for i, a in enumerate(attempts, start=1)]
+    try:
+        imported = import_attempts(located, config, tokens_per_s)
+    except TraceImportError as exc:
+        raise SampleImportError(str(exc)) from exc
+    return list(problems.values()), [i.repetition for i in imported], sum(i.left_out > 0 for i in imported)
+
+
+def import_samples(path: Path, out: Path, config: Config, fields: SampleFields = SampleFields(),
+                   tokens_per_s: float | None = None) -> ImportSummary:
+    """Write ``out`` as a run of the samples or token traces in ``path``; ``out`` must not exist yet.
+    ``tokens_per_s`` times imported attempts' turns (``trace_import.turn_seconds``)."""
     path, out = Path(path), Path(out)
     if out.exists():
         raise SampleImportError(f"{out} already exists; choose a new directory")
-    groups = group_samples(read_samples(path, fields), path)
+    if tokens_per_s is not None and not tokens_per_s > 0:
+        raise SampleImportError(f"tokens per second must be > 0, got {tokens_per_s}")
+    try:
+        traces = holds_traces(path)
+        problems, reps, shortened = _trace_run(path, config, tokens_per_s) if traces else \
+            (*_sample_run(path, config, fields), 0)
+    except TraceError as exc:
+        raise SampleImportError(str(exc)) from exc
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        without = 0
+        by_problem: dict[str, list[Repetition]] = {}
+        for rep in reps:
+            by_problem.setdefault(rep.problem_id, []).append(rep)
         with RunLog.create(tmp / "run", config) as log:
-            for pid, group in groups.items():
-                log.append_problem(Problem(pid, next((s.problem for s in group if s.problem), ""),
-                                           group[0].reference, {"imported_from": path.name}))
-                for index, sample in enumerate(group):
-                    rep = to_repetition(sample, index, config.answers)
-                    without += not rep.answers
+            for problem in problems:
+                log.append_problem(problem)
+                for rep in by_problem.get(problem.id, []):
                     log.append(rep)
         meta_path = tmp / "run" / META_NAME
         meta = json.loads(meta_path.read_text())
@@ -223,4 +271,5 @@ def import_samples(path: Path, out: Path, config: Config, fields: SampleFields =
         os.rename(tmp / "run", out)  # atomic: the run appears whole or not at all
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return ImportSummary(out, len(groups), sum(len(g) for g in groups.values()), without)
+    return ImportSummary(out, len(problems), len(reps), sum(not r.answers for r in reps),
+                         "attempts" if traces else "samples", sum(len(r.turns) for r in reps), shortened)

@@ -10,7 +10,8 @@ import random
 import pytest
 from doubles import ScriptedSandbox, ScriptedTokenEngine, SessionSandbox, printed
 
-from solver.config import ConfigError, load_config
+from solver.config import AnswerConfig, ConfigError, load_config
+from solver.core.answers import extract_answers
 from solver.dialects import TurnOutput, make_dialect
 from solver.loop.repetition import run_repetition
 from solver.types import Execution, GenerationRequest, Problem
@@ -154,12 +155,81 @@ def test_cancelled_repetition_closes_its_session(dialect):
     assert len(sandbox.sessions) == 1 and sandbox.sessions[0].closed
 
 
-def test_first_answer_stop_watches_the_final_channel_only(dialect):
+def test_first_answer_stop_fires_at_the_first_valid_box_in_any_channel(dialect):
     dialogue = dialect.start(PROBLEM)
-    analysis = tokens(dialect, "<|channel|>analysis<|message|>maybe \\boxed{7}? no.<|end|><|start|>assistant")
-    assert not any(dialogue.watch("", (t,)) for t in analysis)
+    unsure = tokens(dialect, "<|channel|>analysis<|message|>maybe \\boxed{} or \\boxed{x}, \\boxed{2.5}? no.")
+    assert not any(dialogue.watch("", (t,)) for t in unsure)
+    analysis = tokens(dialect, " So \\boxed{42} it is")
+    fired = [dialogue.watch("", (t,)) for t in analysis]
+    assert fired.index(True) == analysis.index(tokens(dialect, "}")[0])  # at the token closing the box
+    dialogue.read(TurnOutput("", tuple(unsure + analysis), "stop", ended_by_loop=True))
     final = tokens(dialect, "<|channel|>final<|message|>So \\boxed{42}")
-    assert [dialogue.watch("", (t,)) for t in final][-1]
+    assert [dialogue.watch("", (t,)) for t in final][-1]  # a new turn, a new watch
+
+
+def read_turn(dialogue, dialect, text: str, **kwargs):
+    ids = tokens(dialect, text)
+    stop = ids[-1] if ids[-1] in (200002, 200012) else None
+    out = TurnOutput("", tuple(ids), "stop", stop_token=stop, **kwargs)
+    return out, dialogue.read(out)
+
+
+def test_a_box_in_the_analysis_channel_is_the_answer_and_the_final_channel_wins(dialect):
+    dialogue = dialect.start(PROBLEM)
+    _, reading = read_turn(dialogue, dialect, "<|channel|>analysis<|message|>The answer is 41, so \\boxed{x} "
+                                              "and \\boxed{42}", ended_by_loop=True)
+    assert [(a.value, a.source) for a in extract_answers(reading.answer_text, AnswerConfig())] == [("42", "boxed")]
+    _, reading = read_turn(dialogue, dialect, "<|channel|>analysis<|message|>\\boxed{7}?<|end|><|start|>assistant"
+                                              "<|channel|>final<|message|>It is \\boxed{42}.<|return|>")
+    assert [a.value for a in extract_answers(reading.answer_text, AnswerConfig())] == ["42"]
+    assert not reading.goes_on
+
+
+def test_an_answerless_turn_gets_the_follow_up_at_most_max_follow_ups_times():
+    asked = make_dialect(config(**{"prompt.follow_up": "Box it.", "prompt.max_follow_ups": 2}), None)
+    dialogue = asked.start(PROBLEM)
+    # an answerless return, then a call to no tool: each gets the follow-up
+    for turn in ("<|channel|>final<|message|>I give up.<|return|>", "<|channel|>analysis<|message|>print(1)<|call|>"):
+        out, reading = read_turn(dialogue, asked, turn)
+        assert reading.goes_on and reading.call is None
+        appended = dialogue.reply(out, reading, None)
+        assert appended == "<|start|>user<|message|>Box it.<|end|><|start|>assistant"
+        assert asked.encoding.decode(list(dialogue.prompt().token_ids)).endswith(turn + appended)
+    _, reading = read_turn(dialogue, asked, "<|channel|>final<|message|>Still no.<|return|>")
+    assert not reading.goes_on  # a third would be one too many
+    _, reading = read_turn(asked.start(PROBLEM), asked, "<|channel|>final<|message|>\\boxed{42}<|return|>")
+    assert not reading.goes_on  # answered: no follow-up
+    off = make_dialect(config(), None)
+    _, reading = read_turn(off.start(PROBLEM), off, "<|channel|>final<|message|>No.<|return|>")
+    assert not reading.goes_on  # follow-ups are off unless the preset sets them
+
+
+def test_follow_ups_through_the_loop():
+    cfg = config(**{"prompt.follow_up": "Box it.", "prompt.max_follow_ups": 1})
+    asked = make_dialect(cfg, None)
+    script = [tokens(asked, "<|channel|>final<|message|>No idea.<|return|>"),
+              tokens(asked, "<|channel|>final<|message|>Then \\boxed{42}.<|return|>")]
+    engine = ScriptedTokenEngine(lambda req: script[req.turn])
+    rep = asyncio.run(run_repetition(PROBLEM, 0, engine=engine, sandbox=SessionSandbox(printed("")), dialect=asked,
+                                     config=cfg))
+    assert rep.status == "done" and len(rep.turns) == 2 and [a.value for a in rep.answers] == ["42"]
+    assert rep.turns[0].appended == "<|return|><|start|>user<|message|>Box it.<|end|><|start|>assistant"
+    assert engine.requests[1].prompt.endswith(rep.turns[0].text + rep.turns[0].appended)
+
+
+def test_the_tool_description_is_the_presets_or_the_librarys():
+    from openai_harmony import ToolNamespaceConfig
+
+    default = make_dialect(config(), None).start(PROBLEM).prompt().text
+    assert ToolNamespaceConfig.python().description in default
+    told = make_dialect(config(**{"prompt.tool_description": "Runs Python. No internet."}), None)
+    text = told.start(PROBLEM).prompt().text
+    assert "## python\n\nRuns Python. No internet.\n\n" in text and "/mnt/data" not in text
+
+
+def test_follow_ups_without_a_text_are_a_config_error():
+    with pytest.raises(ConfigError, match="prompt.max_follow_ups needs a prompt.follow_up"):
+        config(**{"prompt.max_follow_ups": 3})
 
 
 def test_harmony_requests_carry_reasoning_effort_and_the_python_tool():

@@ -7,6 +7,7 @@ import contextlib
 import importlib.util
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,15 +15,17 @@ import pytest
 from solver.cli import main
 from solver.config import Config, ConfigError
 from solver.engines.replay import (
+    RecordedOutputs,
     ReplayEngine,
     TimingModel,
     open_replay_engine,
     pooled_repetitions,
     problems_from_log,
+    served,
 )
 from solver.offline.importer import SampleFields, SampleImportError, import_samples
 from solver.runlog import LogError, RunLog, read_log
-from solver.types import Delta, GenerationRequest
+from solver.types import Delta, Execution, GenerationRequest, Repetition, Turn
 
 DATA = Path(__file__).parents[1] / "data"
 FIXTURE_RUN = DATA / "replay_run"
@@ -218,3 +221,67 @@ def test_import_cli_success_and_bad_input(tmp_path: Path, capsys: pytest.Capture
     assert main(["import-samples", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "r2")]) == 2
     assert "cannot read" in capsys.readouterr().err
     assert not (tmp_path / "r2").exists()
+
+
+# ---- token-id turns and recorded outputs ---------------------------------------------------------------------
+
+
+def token_turn(ids: tuple[int, ...], text: str = "", execution=None) -> Turn:
+    return Turn(text=text, prompt_tokens=7, generated_tokens=len(ids), finish_reason="stop", duration_s=0.0,
+                execution=execution, token_ids=ids)
+
+
+def test_a_turn_recorded_with_token_ids_streams_its_ids_in_pieces():
+    ids = tuple(range(100, 140)) + (200012,)  # 41 ids, the last a stop token
+    rep = Repetition("p", 0, 0, "done", (token_turn(ids, "x" * 40),), (), 0.0, 0.0)
+    engine = ReplayEngine({"p": [rep]}, TimingModel(time_scale=0))
+    req = GenerationRequest("p-r0-t0", "", (1,), 1000, 1.0, 1.0, 0, (), stop_token_ids=(200002, 200012),
+                            problem_id="p")
+    deltas = asyncio.run(collect(engine, req))
+    assert [len(d.token_ids) for d in deltas] == [16, 16, 9]
+    assert sum((d.token_ids for d in deltas), ()) == ids and "".join(d.text for d in deltas) == "x" * 40
+    assert [d.finish_reason for d in deltas] == [None, None, "stop"] and deltas[-1].stop_token == 200012
+    assert deltas[0].prompt_tokens == 7
+    # the request's max_tokens comes first: the turn is cut there, as the engine would have cut it
+    short = asyncio.run(collect(engine, replace(req, max_tokens=20)))
+    assert sum((d.token_ids for d in short), ()) == ids[:20]
+    assert short[-1].finish_reason == "length" and short[-1].stop_token is None
+
+
+def test_recorded_outputs_answer_each_call_with_the_turn_the_task_was_served():
+    done = Execution("print(1)", "ok", "1\n", "", 0.5)
+    rep = Repetition("p", 0, 0, "done", (token_turn((5, 200012), execution=done), token_turn((6, 200002))), (),
+                     0.0, 0.0)
+    engine = ReplayEngine({"p": [rep]}, TimingModel(time_scale=0))
+    sandbox = RecordedOutputs(engine.recorded_execution)
+
+    async def repetition() -> tuple[Execution, Execution]:
+        before = await sandbox.run("print(1)")  # nothing served in this task yet
+        await collect(engine, GenerationRequest("p-r0-t0", "", (1,), 10, 1.0, 1.0, 0, (), problem_id="p"))
+        session = await sandbox.session()
+        return before, await session.run("print(1)")
+
+    before, after = asyncio.run(repetition())
+    assert before.status == "error" and "no recorded output" in before.stderr
+    assert after == done
+    assert served() is None  # the mark stays in the task that was served
+
+
+def test_recorded_outputs_need_the_replay_engine():
+    with pytest.raises(ConfigError, match="engine.replay_outputs needs the replay engine"):
+        Config().replace({"engine.replay_outputs": True})
+
+
+def test_import_compressed_samples_and_refuse_a_trace_among_them(tmp_path: Path):
+    import gzip
+
+    source = tmp_path / "samples.jsonl.gz"
+    with gzip.open(source, "wt") as handle:
+        handle.write((DATA / "samples_nemo.jsonl").read_text())
+    assert import_samples(source, tmp_path / "run", Config()).samples == 6
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_text('{"problem_id": "a", "generation": "x"}\n'
+                     '{"problem_id": "a", "problem": "x", "prompt_ids": [1], "completion_ids": [2]}\n')
+    with pytest.raises(SampleImportError, match="line 2: a token trace among samples"):
+        import_samples(mixed, tmp_path / "run2", Config())
+    assert not (tmp_path / "run2").exists()
