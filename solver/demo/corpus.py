@@ -12,10 +12,12 @@ near). Each sample becomes a two-turn repetition in the ``fences`` dialect:
 - turn 1: empty; the model ends there, so the repetition's answer is the one the sandbox printed.
 
 ``PREAMBLE`` gives the sandbox the environment the programs were written for (sympy's names, ``solve_it``) and
-``nearest_option``; ``replay_config`` puts it into the sandbox config of the replay. Each repetition also records
-the corpus's own answer, which ``solver tune`` and ``solver simulate`` read. Run through the sandbox, the
-programs give the recorded answer for all 1,170 samples that have one, and an option for 31 of the 1,470 without
-(for those the original mapping found none; measured with ``solver demo``, see ``tests/test_demo.py``).
+``nearest_option``; ``solver/demo/run.py`` adds it to the replay's sandbox preamble. Each repetition also records
+the corpus's own answer, which ``solver tune`` and ``solver simulate`` read. Run through the sandbox, every one of
+the 2,640 programs gives the corpus's answer: the same option for the 1,170 that have one, none for the 1,470
+without (replayed with stopping off, 2026-11-25; ``tests/test_demo.py`` checks the first questions' programs).
+Four programs of aqua-90 are only a comment, ``# Answer: 2`` or the like: the answer reader takes that phrase as it
+would from any model's text, so they vote (with the option's value, not its number) where the corpus has nothing.
 """
 
 from __future__ import annotations

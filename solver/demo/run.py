@@ -10,8 +10,11 @@ replayed run) and ``leaderboard/`` (``solver tune``'s report: ``report.html``, p
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,6 +105,25 @@ async def solve_part(config: Config, problems: Sequence[Problem], run_dir: Path,
     return PartResult(run_dir, tuple(results), config.solve.reps, start_s, progress.seconds)
 
 
+@contextlib.contextmanager
+def stderr_into(path: Path) -> Iterator[None]:
+    """File descriptor 2 goes to ``path`` while the block runs: vLLM's start-up output (its engine process
+    inherits the descriptor) lands there instead of across the screen; the screen itself is stdout."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(path, "ab") as log:
+            os.dup2(log.fileno(), 2)
+            try:
+                yield
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
+
+
 def check_out(out: Path) -> None:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise DemoError(f"{out} already holds files; choose a new --out directory")
@@ -123,8 +145,11 @@ def run_live(out: Path, console: Console) -> PartResult:
     console.print("Why: it proves the engine path (prompt, generation, python tool, sandbox, vote, log) on this "
                   "machine. A 135M placeholder model rarely gets maths right, so expect about 0 right; the "
                   "tiny preset runs every repetition (no stopping rule).", highlight=False)
-    console.print("starting vLLM on the CPU (30-60 s on 2 cores)…", highlight=False)
-    part = asyncio.run(solve_part(config, problems, out / "live", DemoProgress(len(problems), console)))
+    engine_log = out / "live" / "engine.log"
+    console.print(f"starting vLLM on the CPU (30-60 s on 2 cores; its output goes to {engine_log})…",
+                  highlight=False)
+    with stderr_into(engine_log):
+        part = asyncio.run(solve_part(config, problems, out / "live", DemoProgress(len(problems), console)))
     console.print(f"live: {part.accuracy()} · {part.launched} repetitions · engine start {part.start_s:.0f} s, "
                   f"solving {part.solve_s:.0f} s · run: {part.run_dir}", highlight=False)
     return part
@@ -182,6 +207,10 @@ def run_leaderboard(out: Path, recorded: Path, replayed: PartResult, console: Co
                       f"{s.launched:.1f}", f"{100 * s.mean / k:.1f} %",
                       f"{100 * s.quantiles[0.05] / k:.1f}-{100 * s.quantiles[0.95] / k:.1f} %")
     console.print(table)
+    c = report.choice
+    console.print(f"tune's pick, the fewest programs within 0.5 points of the best: {c.setting.stop_label} at cap "
+                  f"{c.setting.reps}, {100 * c.mean / k:.1f} % expected at {c.launched:.1f} programs per question "
+                  f"({target / 'chosen.yaml'})", highlight=False)
     cal = report.simulation.calibration
     if cal is not None:
         console.print(f"calibration: simulated {cal.setting.reps}-program runs against held-out real ones, "
@@ -217,7 +246,8 @@ def run_demo(out: Path, console: Console, *, live: bool = True, questions: int |
         except Exception as exc:  # the engine could not start or run: say so, and show the replayed part
             failed = True
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            console.print(f"live part failed: {type(exc).__name__}: {message}; the replayed part goes on",
+            console.print(f"live part failed: {type(exc).__name__}: {message} (see {out / 'live' / 'engine.log'}); "
+                          "the replayed part goes on",
                           style="red", highlight=False, markup=False)
     replayed = run_replay(out, console, questions)
     run_leaderboard(out, out / "recorded", replayed, console, trials)
