@@ -143,6 +143,8 @@ def test_the_whole_demo_as_make_demo_runs_it(tmp_path: Path):
     live = read_log(out / "live").results
     assert len(live) == 8
     assert number(r"live: (\d+)/8 right", screen) == (str(sum(bool(r.correct) for r in live)),)
+    if any(r.executions for r in read_log(out / "live").repetitions):
+        assert "as logged: the model's code, then what the sandbox gave back" in screen
     assert (out / "live" / "engine.log").stat().st_size > 0  # vLLM's start-up output, kept off the screen
     assert "Loading safetensors" not in screen and "Loading safetensors" not in done.stderr
     check_replayed_part(out, screen, 88)

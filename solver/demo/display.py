@@ -82,6 +82,7 @@ class DemoProgress:
         self.console = console
         self.clock = clock
         self.started = clock()
+        self.ended: float | None = None
         self.totals = Totals()
         self.rows: dict[str, SolveEvent] = {}
         self._live: Live | None = None
@@ -96,6 +97,7 @@ class DemoProgress:
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        self.ended = self.clock()
         if self._live is not None:
             self._live.__exit__(exc_type, exc, tb)
         else:
@@ -103,7 +105,8 @@ class DemoProgress:
 
     @property
     def seconds(self) -> float:
-        return self.clock() - self.started
+        """Since the view opened, until it closed."""
+        return (self.ended if self.ended is not None else self.clock()) - self.started
 
     def __call__(self, event: SolveEvent) -> None:
         self.rows.pop(event.problem_id, None)

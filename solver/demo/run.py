@@ -19,12 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from solver.config import Config, load_config
 from solver.demo.corpus import CORPUS, CORPUS_NAME, PREAMBLE, write_corpus_run
 from solver.demo.display import DemoProgress
-from solver.types import Problem, ProblemResult
+from solver.types import Problem, ProblemResult, Repetition
 
 REPLAY_SETTINGS = Path(__file__).with_name("replay.yaml")
 LIVE_DATA = "demo"  # the bundled set: 8 small problems with answers (evaluation/data/demo.csv)
@@ -152,7 +154,41 @@ def run_live(out: Path, console: Console) -> PartResult:
         part = asyncio.run(solve_part(config, problems, out / "live", DemoProgress(len(problems), console)))
     console.print(f"live: {part.accuracy()} · {part.launched} repetitions · engine start {part.start_s:.0f} s, "
                   f"solving {part.solve_s:.0f} s · run: {part.run_dir}", highlight=False)
+    show_tool_call(part.run_dir, console)
     return part
+
+
+def tool_call_excerpt(reps: Sequence[Repetition], lines: int = 12) -> tuple[Repetition, str] | None:
+    """The first repetition that called the python tool, and the start of its text as the model saw it (its code,
+    then the sandbox's output spliced in); None when no repetition called it.
+
+    >>> from solver.types import Execution, Turn
+    >>> ran = Execution("print(6*7)", "ok", "42\\n", "", 0.01)
+    >>> turn = Turn("```python\\nprint(6*7)\\n", 9, 5, "stop", 0.1, ran, "```\\n```output\\n42\\n```\\n")
+    >>> rep = Repetition("p", 1, 0, "done", (turn,), (), 0.0, 0.2)
+    >>> print(tool_call_excerpt([rep], lines=4)[1])
+    ```python
+    print(6*7)
+    ```
+    ```output
+    >>> tool_call_excerpt([]) is None
+    True
+    """
+    for rep in reps:
+        if rep.executions:
+            return rep, "\n".join(rep.text.strip().splitlines()[:lines])
+    return None
+
+
+def show_tool_call(run_dir: Path, console: Console) -> None:
+    from solver.runlog import read_log
+
+    found = tool_call_excerpt(read_log(run_dir).repetitions)
+    if found is not None:
+        rep, text = found
+        console.print(f"{rep.problem_id} repetition {rep.index}, as logged: the model's code, then what the "
+                      f"sandbox gave back ({rep.executions[0].status}):", highlight=False)
+        console.print(Padding(Text(text, style="dim"), (0, 0, 0, 4), expand=False))  # Text: the model's brackets are no markup
 
 
 def run_replay(out: Path, console: Console, questions: int | None) -> PartResult:
