@@ -183,8 +183,12 @@ def tool_call_excerpt(reps: Sequence[Repetition], lines: int = 12) -> tuple[Repe
 def show_tool_call(run_dir: Path, console: Console) -> None:
     from solver.runlog import read_log
 
-    found = tool_call_excerpt(read_log(run_dir).repetitions)
-    if found is not None:
+    reps = read_log(run_dir).repetitions
+    found = tool_call_excerpt(reps)
+    if found is None:
+        console.print(f"No repetition closed a ```python block within its token limit this time, so the sandbox "
+                      f"ran nothing for these {len(reps)} repetitions.", highlight=False, markup=False)
+    else:
         rep, text = found
         console.print(f"{rep.problem_id} repetition {rep.index}, as logged: the model's code, then what the "
                       f"sandbox gave back ({rep.executions[0].status}):", highlight=False)
