@@ -70,7 +70,9 @@ class Totals:
         """
         right = f"right {self.right}/{self.graded} ({100 * self.right / self.graded:.1f} %)" if self.graded else ""
         saved = self.ceiling - self.launched
-        ran = f"ran {self.launched} of {self.ceiling} repetitions" + (f", {saved} saved by stopping" if saved else "")
+        ran = f"ran {self.launched:,} of {self.ceiling:,} repetitions"
+        if saved:
+            ran += f", {saved:,} saved by stopping"
         return " · ".join(p for p in (f"{self.done}/{total} problems", right, ran, f"{seconds:.1f} s") if p)
 
 

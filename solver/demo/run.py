@@ -192,7 +192,8 @@ def show_tool_call(run_dir: Path, console: Console) -> None:
         rep, text = found
         console.print(f"{rep.problem_id} repetition {rep.index}, as logged: the model's code, then what the "
                       f"sandbox gave back ({rep.executions[0].status}):", highlight=False)
-        console.print(Padding(Text(text, style="dim"), (0, 0, 0, 4), expand=False))  # Text: the model's brackets are no markup
+        # A Text, so brackets the model wrote are not read as markup.
+        console.print(Padding(Text(text, style="dim"), (0, 0, 0, 4), expand=False))
 
 
 def run_replay(out: Path, console: Console, questions: int | None) -> PartResult:
