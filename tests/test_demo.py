@@ -76,7 +76,7 @@ def check_replayed_part(out: Path, screen: str, questions: int) -> None:
     for policy in ("every program", "lossless", "beta:0.95", "margin:3", "hold:0.9"):
         assert re.search(rf"^{re.escape(policy)}\b.* \d+\.\d %", screen, re.M), policy
     assert "calibration:" in screen
-    pick = number(r"tune's pick, .*: (\S+) at cap (\d+), ([\d.]+) % expected", screen)
+    pick = number(r"tune's pick: (\S+) at cap (\d+), ([\d.]+) % expected", screen)
     chosen = yaml.safe_load((out / "leaderboard" / "chosen.yaml").read_text())
     assert [pick[0]] == (chosen["stop"]["stoppers"] or ["none"]) and int(pick[1]) == chosen["solve"]["reps"]
     html = Path(number(r"report \(frontier, score spread, chosen\.yaml\): (\S+)", screen)[0])

@@ -238,10 +238,10 @@ def run_leaderboard(out: Path, recorded: Path, replayed: PartResult, console: Co
     target = out / "leaderboard"
     write_outputs(report, target)
     k = report.choice.problems
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("policy (cap 30)", "programs per question", "expected accuracy", "5-95 % of leaderboards"):
-        table.add_column(column)
     cap = max(TUNE_CAPS)
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in (f"policy (cap {cap})", "programs per question", "expected accuracy", "5-95 % of leaderboards"):
+        table.add_column(column)
     for s in sorted((s for s in report.summaries if s.setting.reps == cap), key=lambda s: -s.launched):
         chosen = " ← tune's pick" if s is report.choice else ""
         table.add_row(("every program" if not s.setting.stoppers else s.setting.stop_label) + chosen,
@@ -249,9 +249,9 @@ def run_leaderboard(out: Path, recorded: Path, replayed: PartResult, console: Co
                       f"{100 * s.quantiles[0.05] / k:.1f}-{100 * s.quantiles[0.95] / k:.1f} %")
     console.print(table)
     c = report.choice
-    console.print(f"tune's pick, the fewest programs within 0.5 points of the best: {c.setting.stop_label} at cap "
-                  f"{c.setting.reps}, {100 * c.mean / k:.1f} % expected at {c.launched:.1f} programs per question "
-                  f"({target / 'chosen.yaml'})", highlight=False)
+    console.print(f"tune's pick: {c.setting.stop_label} at cap {c.setting.reps}, {100 * c.mean / k:.1f} % expected "
+                  f"at {c.launched:.1f} programs per question ({report.rule.text}; {target / 'chosen.yaml'})",
+                  highlight=False)
     cal = report.simulation.calibration
     if cal is not None:
         console.print(f"calibration: simulated {cal.setting.reps}-program runs against held-out real ones, "
