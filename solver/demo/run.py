@@ -127,7 +127,9 @@ def stderr_into(path: Path) -> Iterator[None]:
 
 
 def check_out(out: Path) -> None:
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+    if out.exists() and not out.is_dir():
+        raise DemoError(f"{out} is a file; choose a new --out directory")
+    if out.is_dir() and any(out.iterdir()):
         raise DemoError(f"{out} already holds files; choose a new --out directory")
     if not CORPUS.is_file():
         raise DemoError(f"the replay corpus {CORPUS} is missing (the demo runs from a clone of the repository)")
