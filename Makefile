@@ -1,4 +1,5 @@
-# The two commands a person needs: `make demo` (solve the bundled demo set) and `make test`.
+# The two commands a person needs: `make demo` (the tiny model live, then recorded real samples replayed and a
+# leaderboard simulation: `solver demo`) and `make test`.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 RUN ?= runs/demo-$(shell date +%Y%m%d-%H%M%S)
@@ -10,7 +11,7 @@ setup:
 	@bash scripts/setup.sh
 
 demo: setup
-	$(PY) -m solver solve demo --out $(RUN)
+	$(PY) -m solver demo --out $(RUN)
 
 test: setup
 	@bash scripts/setup_browser.sh

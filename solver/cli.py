@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from solver import __version__
 
-COMMANDS = ("solve", "simulate", "tune", "import_samples", "report", "sweep", "kaggle_local", "serve")
+COMMANDS = ("solve", "simulate", "tune", "import_samples", "report", "sweep", "kaggle_local", "serve", "demo")
 
 
 class CliParser(argparse.ArgumentParser):
