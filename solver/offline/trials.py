@@ -16,7 +16,8 @@ from solver.core.answers import is_correct
 from solver.core.budget import BudgetManager
 from solver.core.stopping import make_stopper
 from solver.core.voting import make_voter
-from solver.offline.model import Reasons, play
+from solver.core.state import StopTable
+from solver.offline.model import play
 from solver.offline.pools import Prepared, SimulationError
 from solver.types import Problem
 
@@ -145,7 +146,7 @@ def run_chunk(plan: Plan, trials: int, seed: Sequence[int]) -> ChunkResult:
     grade = Grader(plan.answers)
     voters = {name: make_voter(replace(plan.vote, voter=name), plan.answers)
               for name in {s.voter for s in plan.settings}}
-    stoppers = {(s.stoppers, s.reps): Reasons(make_stopper(replace(plan.stop, stoppers=s.stoppers), s.reps))
+    stoppers = {(s.stoppers, s.reps): StopTable(make_stopper(replace(plan.stop, stoppers=s.stoppers), s.reps))
                 for s in plan.settings}
     k = plan.problems
     for t in range(trials):
