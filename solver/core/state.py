@@ -24,8 +24,9 @@ Which repetitions count (the one rule, shared with :attr:`~solver.types.Repetiti
 - a ``cancelled`` repetition never finished: it does not enter (the stop or deadline that cut it is already the
   decision).
 
-Repetitions that finish at the same instant are events in launch order (the order the simulator breaks ties
-in); once one of them stops the problem, the others are late.
+Repetitions that finish at the same instant are events in launch order, and the repetitions launched to take
+their places start after all of them are in (the loop wakes once for them; the simulator plays ties the same
+way); once one of them stops the problem, the others are late.
 
 Decisions are cheap: stoppers look at vote counts and agreement, never at answer values or weights
 (``solver.core.stopping``), so two states whose ballots have the same *pattern* (each answer renamed to its

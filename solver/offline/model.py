@@ -30,8 +30,9 @@ class Outcome:
 def play(ballots: Sequence[Ballot | None], seconds: Sequence[float], tokens: Sequence[float], *, voter: Voter,
          stopper: Stopper | StopTable, default: str, workers: int, deadline_s: float | None = None) -> Outcome:
     """Replay the solve loop on one ordered draw (``ballots[i]`` as :func:`solver.core.state.cast` gives it):
-    launch in order, W at a time, finish by recorded time (ties in launch order), each finish an event of the
-    problem's state, everything in flight cancelled at a stop or the deadline.
+    launch in order, W at a time, finish by recorded time (those ending at one instant together, in launch
+    order, before the slots they free are filled), each finish an event of the problem's state, everything in
+    flight cancelled at a stop or the deadline.
 
     >>> from solver.config import StopConfig, VoteConfig, AnswerConfig
     >>> v = make_voter(VoteConfig(), AnswerConfig())
@@ -59,15 +60,18 @@ def play(ballots: Sequence[Ballot | None], seconds: Sequence[float], tokens: Seq
         if not running:
             state.exhaust()
             break
-        end, i, start = running[0]
+        end = running[0][0]
         if deadline_s is not None and end > deadline_s:
             now = deadline_s
             state.expire()
             break
-        heapq.heappop(running)
         now = end
-        used_tokens += float(tokens[i])
-        state.finish(ballots[i])
+        # Repetitions that end at the same instant are seen together, in launch order (the loop wakes once for
+        # them), and the slots they free are filled after.
+        while running and running[0][0] == now and state.stopped_by is None:
+            _, i, _ = heapq.heappop(running)
+            used_tokens += float(tokens[i])
+            state.finish(ballots[i])
     for end, i, start in running:  # cancelled: count the tokens generated before the cancel
         span = end - start
         used_tokens += float(tokens[i]) * ((now - start) / span if span > 0 else 0.0)
