@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from solver.config import AnswerConfig, Config
-from solver.types import Problem, ProblemResult, Repetition, RepetitionStatus, Voter
+from solver.core.state import cast
+from solver.types import Ballot, Problem, ProblemResult, Repetition, RepetitionStatus, Voter
 
 MAX_GROUP_VALUES = 12  # a metadata key with more distinct values than this is an identifier, not a group
 EXCERPT_CHARS = 240  # problem text shown for a wrong problem
@@ -82,12 +83,19 @@ class GradedRepetition:
 
     index: int
     status: RepetitionStatus
-    answer: str | None  # the answer of its ballot; None when it cast none
-    weight: float
+    ballot: Ballot | None  # what it brought to the vote (``solver.core.state.cast``); None: no answer that counts
     correct: bool | None  # None when the reference is unknown; False when it cast no ballot
     duration_s: float
     generated_tokens: int
     executions: int
+
+    @property
+    def answer(self) -> str | None:
+        return None if self.ballot is None else self.ballot.answer
+
+    @property
+    def weight(self) -> float:
+        return 0.0 if self.ballot is None else self.ballot.weight
 
 
 def grade_repetitions(reps: Iterable[Repetition], reference: str | None, voter: Voter,
@@ -95,15 +103,13 @@ def grade_repetitions(reps: Iterable[Repetition], reference: str | None, voter: 
     """The ballot and its correctness for every repetition given (cancelled ones included if passed)."""
     graded: list[GradedRepetition] = []
     for rep in reps:
-        ballot = voter.ballot(rep) if rep.votes else None
+        ballot = cast(voter, rep)
         if reference is None:
             correct: bool | None = None
         else:
             correct = ballot is not None and grader(ballot.answer, reference)
-        graded.append(GradedRepetition(
-            index=rep.index, status=rep.status, answer=None if ballot is None else ballot.answer,
-            weight=0.0 if ballot is None else ballot.weight, correct=correct, duration_s=rep.duration_s,
-            generated_tokens=rep.generated_tokens, executions=len(rep.executions)))
+        graded.append(GradedRepetition(rep.index, rep.status, ballot, correct, rep.duration_s,
+                                       rep.generated_tokens, len(rep.executions)))
     return graded
 
 
@@ -160,7 +166,7 @@ def summarise(name: str, config: Config | None, problems: Sequence[Problem], rep
     known = {p.id: p for p in problems}
     finished: dict[str, list[Repetition]] = {}
     for rep in reps:
-        if rep.status != "cancelled":
+        if rep.finished:
             finished.setdefault(rep.problem_id, []).append(rep)
     by_result = {r.problem_id: r for r in results}
     order = list(dict.fromkeys([*known, *by_result, *finished]))

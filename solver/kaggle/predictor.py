@@ -162,7 +162,7 @@ class KagglePredictor:
             self.supervisor.session.solver.solve(problem, deadline=deadline), timeout)
         # A solve abandoned by an earlier call may still report into the list: keep this problem's only.
         reps = [r for r in self._current if r.problem_id == problem.id]
-        finished = [r for r in reps if r.status != "cancelled"]
+        finished = [r for r in reps if r.finished]
         if outcome.ok and outcome.value is not None:
             result = outcome.value
             self._log_result(result)
@@ -236,13 +236,11 @@ def _one_line(exc: BaseException) -> str:
 
 def best_so_far(config: Config, finished: Sequence[Repetition]) -> str | None:
     """The configured voter's choice among the repetitions that finished, or None when none voted."""
-    from solver.core.voting import decide, make_voter
+    from solver.core.state import cast
+    from solver.core.voting import make_voter
 
     voter = make_voter(config.vote, config.answers)
-    ballots = [voter.ballot(r) if r.votes else None for r in finished]
-    if not any(b is not None for b in ballots):
-        return None
-    return decide(voter, ballots, config.answers.default)
+    return voter.winner([cast(voter, r) for r in finished])
 
 
 def process_start() -> float:

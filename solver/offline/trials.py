@@ -12,13 +12,13 @@ import numpy as np
 
 from solver.clock import FakeClock
 from solver.config import AnswerConfig, Config, StopConfig, VoteConfig
-from solver.core.answers import is_correct
 from solver.core.budget import BudgetManager
 from solver.core.stopping import make_stopper
 from solver.core.voting import make_voter
 from solver.core.state import StopTable
 from solver.offline.model import play
 from solver.offline.pools import Prepared, SimulationError
+from solver.report import Grader as AnswerGrader
 from solver.types import Problem
 
 Draw = Literal["auto", "bootstrap", "subset"]
@@ -123,17 +123,14 @@ def draw_indices(rng: np.random.Generator, available: int, length: int, draw: Dr
 
 
 class Grader:
-    """Correctness of an answer per problem, remembered (math-verify can take milliseconds per call)."""
+    """Correctness of an answer per problem, remembered (``solver.report.Grader``: math-verify can take
+    milliseconds per call)."""
 
     def __init__(self, rules: AnswerConfig) -> None:
-        self.rules = rules
-        self._seen: dict[tuple[str, str], bool] = {}
+        self._grade = AnswerGrader(rules)
 
     def __call__(self, problem: Problem, answer: str) -> bool:
-        key = (problem.id, answer)
-        if key not in self._seen:
-            self._seen[key] = problem.answer is not None and is_correct(answer, problem.answer, self.rules)
-        return self._seen[key]
+        return problem.answer is not None and self._grade(answer, problem.answer)
 
 
 def run_chunk(plan: Plan, trials: int, seed: Sequence[int]) -> ChunkResult:

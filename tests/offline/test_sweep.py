@@ -21,15 +21,15 @@ from solver.offline.sweep_analysis import analyse, simulate_problem
 from solver.offline.sweep_output import PLOTS, load_sweep, write_outputs
 from solver.offline.sweep_runs import plan_runs, reusable_config
 from solver.offline.sweep_spec import SweepError, SweepSpec, spec_from_dict, stopper_for
-from solver.types import Problem
+from solver.types import Ballot, Problem
 from solver.core.voting import make_voter
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def rep(index: int, answer: str | None, seconds: float, tokens: int = 100) -> GradedRepetition:
-    return GradedRepetition(index, "done" if answer else "error", answer, 1.0 if answer else 0.0, None, seconds,
-                            tokens, 1)
+    return GradedRepetition(index, "done" if answer else "error", Ballot(answer) if answer else None, None,
+                            seconds, tokens, 1)
 
 
 MAJORITY = make_voter(Config().vote, Config().answers)
