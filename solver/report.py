@@ -12,10 +12,15 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from solver.config import AnswerConfig, Config
+from solver.files import atomic_write
 from solver.core.state import cast
 from solver.types import Ballot, Problem, ProblemResult, Repetition, RepetitionStatus, Voter
+
+if TYPE_CHECKING:
+    from solver.runlog import RunRecords
 
 MAX_GROUP_VALUES = 12  # a metadata key with more distinct values than this is an identifier, not a group
 EXCERPT_CHARS = 240  # problem text shown for a wrong problem
@@ -332,25 +337,28 @@ def _wrong_section(p: ProblemSummary) -> list[str]:
 # ---- edges -------------------------------------------------------------------------------------------------
 
 
-def load_summary(run_dir: str | Path) -> RunSummary:
-    """Read and grade a run directory (raises ``LogError`` with a one-line message when it cannot be read)."""
-    from solver.runlog import read_log
+def summarise_records(name: str, records: RunRecords) -> RunSummary:
+    """Grade a run's records (as read from its log, or as a running session holds them)."""
     from solver.core.voting import make_voter
 
-    records = read_log(Path(run_dir))
     config = records.config or Config()
     voter = make_voter(config.vote, config.answers)
-    name = Path(run_dir).name if Path(run_dir).is_dir() else Path(run_dir).parent.name
     return summarise(name, records.config, records.problems, records.repetitions, records.results, voter,
                      config.answers)
 
 
+def load_summary(run_dir: str | Path) -> RunSummary:
+    """Read and grade a run directory (raises ``LogError`` with a one-line message when it cannot be read)."""
+    from solver.runlog import read_log
+
+    records = read_log(Path(run_dir))
+    name = Path(run_dir).name if Path(run_dir).is_dir() else Path(run_dir).parent.name
+    return summarise_records(name, records)
+
+
 def write_report(run_dir: str | Path, out: str | Path | None = None) -> str:
-    """Render the report of ``run_dir``; also write it to ``out`` when given. Returns the markdown."""
+    """Render the report of ``run_dir``; also write it to ``out`` (atomically) when given. Returns the markdown."""
     text = render_report(load_summary(run_dir))
     if out is not None:
-        target = Path(out)
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(target)  # never a half-written report
+        atomic_write(Path(out), text)
     return text

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 

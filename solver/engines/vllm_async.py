@@ -16,6 +16,7 @@ from typing import Any
 from solver.config import Config, ConfigError
 from solver.core.confidence import token_confidence
 from solver.engines.vllm_compat import num_unfinished_requests, streaming_input_class
+from solver.errors import first_line
 from solver.tiny_model import resolve_model
 from solver.types import Delta, FinishReason, GenerationRequest, Tokenizer
 
@@ -269,7 +270,7 @@ def check_sampling_extra(extra: Mapping[str, Any]) -> None:
     try:
         SamplingParams(**extra)
     except Exception as exc:  # vLLM's own validation error is not a ValueError; all become one config error
-        raise ConfigError(f"sampling.extra is not valid for vLLM: {str(exc).splitlines()[0]}") from exc
+        raise ConfigError(f"sampling.extra is not valid for vLLM: {first_line(exc)}") from exc
 
 
 def load_tokenizer(model: str, config: Config) -> Tokenizer | None:

@@ -12,11 +12,12 @@ import numpy as np
 from solver.config import Config
 from solver.core.state import cast
 from solver.core.voting import make_voter
+from solver.errors import BadInput
 from solver.runlog import LogError, read_log
 from solver.types import Ballot, Problem, Repetition
 
 
-class SimulationError(ValueError):
+class SimulationError(BadInput, ValueError):
     """Input the simulation cannot use; the message is one line meant for the user."""
 
 

@@ -14,7 +14,7 @@ from solver.offline.model import play
 from solver.report import Grader, GradedRepetition, grade_repetitions, pass_at_k, wilson_interval
 from solver.offline.sweep_runs import PlannedRun
 from solver.offline.sweep_spec import NO_STOPPER, SweepError, SweepSpec, stopper_for
-from solver.types import Ballot, Problem, Stopper, Voter
+from solver.types import Ballot, Problem, Stopper, Voter  # noqa: F401 - Ballot: doctests
 
 if TYPE_CHECKING:  # pandas is imported inside the functions that need it (slow import)
     import pandas as pd

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from solver.config import Config, ConfigError, from_dict
+from solver.config import Config, ConfigError, from_dict, save_config
 from solver.errors import BadInput, first_line
 from solver.files import atomic_write
 from solver.runlog.codec import SCHEMA
@@ -57,7 +57,7 @@ def environment_meta() -> dict[str, Any]:
 
 
 def write_config(run_dir: Path, config: Config) -> None:
-    atomic_write(run_dir / CONFIG_NAME, yaml.safe_dump(config.to_dict(), sort_keys=False))
+    save_config(config, run_dir / CONFIG_NAME)
 
 
 def write_meta(run_dir: Path, meta: dict[str, Any]) -> None:
