@@ -98,7 +98,7 @@ class KagglePredictor:
         self._lock = threading.Lock()  # one call at a time, whatever thread the gateway uses
         self._current: list[Repetition] = []
         self._run: RunSession | None = None  # the run directory, opened at the first call
-        self._problems: list[Problem] = []  # served so far, in order: the run's answers and report
+        self._problems: dict[str, Problem] = {}  # served so far, in order: the run's answers and report
         self.calls: list[CallRecord] = []
 
     @property
@@ -133,7 +133,7 @@ class KagglePredictor:
             self.supervisor.close()
             run, self._run = self._run, None
             if run is not None:
-                self._guard_log(lambda: run.write_outputs(self._problems))
+                self._guard_log(lambda: run.write_outputs(list(self._problems.values())))
                 run.close()
 
     # -- one problem --
@@ -208,7 +208,7 @@ class KagglePredictor:
 
     def _log_problem(self, problem: Problem) -> None:
         self._ensure_log()
-        self._problems.append(problem)
+        self._problems.setdefault(problem.id, problem)
         run = self._run
         if run is not None:
             self._guard_log(lambda: run.add_problems([problem]))

@@ -1,5 +1,6 @@
-"""Solving problems: W repetitions in flight per problem, votes as they finish, an early stop or the deadline
-cancels the rest (engine requests aborted, queued snippets dropped), and the voted answer comes back at once.
+"""Solving problems: W repetitions in flight per problem, each finish an event of the problem's state
+(``solver.core.state.ProblemState``, the rules the simulator replays), an early stop or the deadline cancels the
+rest (engine requests aborted, queued snippets dropped), and the voted answer comes back at once.
 """
 
 from __future__ import annotations

@@ -51,6 +51,18 @@ def test_simulation_of_one_problem_schedules_votes_and_stops() -> None:
     assert simulate_problem(pool, [2, 3, 0, 1, 4], 2, 2, MAJORITY, plain, "0").answer == "5"  # 5 and no answer
 
 
+def test_the_replay_weighs_unrated_ballots_as_the_confidence_voter_does_online() -> None:
+    """A repetition without logprobs weighs the mean of the rated ones in the live vote; the sweep's replay must
+    see the same ballot, not a rated one of weight 1."""
+    from solver.core.voting import UnratedBallot
+
+    confidence = make_voter(Config().replace({"vote.voter": "confidence"}).vote, Config().answers)
+    ballots = [Ballot("7", 10.0), UnratedBallot("3"), UnratedBallot("3")]
+    pool = [GradedRepetition(i, "done", b, None, 1.0 + i, 100, 1) for i, b in enumerate(ballots)]
+    replayed = simulate_problem(pool, [0, 1, 2], 3, 3, confidence, stopper_for("none", 3), "0")
+    assert replayed.answer == confidence.winner(ballots) == "3"  # 10 + 10 against 10
+
+
 def test_spec_parsing_and_errors() -> None:
     spec = spec_from_dict({"data": "demo", "reps": "4,1,2", "workers": 2, "temperature": "0.6, 0.8",
                            "prompt": "tir,cot", "set": {"sampling.max_tokens": 64}})
