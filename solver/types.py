@@ -20,7 +20,8 @@ FinishReason = Literal["stop", "length", "abort", "error"]
 RepetitionStatus = Literal["done", "length", "cancelled", "filtered", "error"]
 """done: the model finished by itself (or gave its first answer when told to stop there); length: a token or turn
 limit ended it; cancelled: an early stop or a deadline ended it; filtered: the online confidence filter ended it;
-error: the engine failed. Only done/length repetitions vote."""
+error: the engine failed. Every status but cancelled has finished: it used one of the problem's repetitions and
+counts in the problem's decision (solver/core/state.py); only done/length repetitions vote with an answer."""
 
 AnswerSource = Literal["boxed", "phrase", "code"]
 
@@ -99,6 +100,11 @@ class Repetition:
     @property
     def executions(self) -> tuple[Execution, ...]:
         return tuple(t.execution for t in self.turns if t.execution is not None)
+
+    @property
+    def finished(self) -> bool:
+        """It ran to an end of its own (not cut by a stop or a deadline)."""
+        return self.status != "cancelled"
 
     @property
     def votes(self) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ from solver.runlog import (
     SCHEMA,
     LogError,
     RunLog,
+    decode,
+    encode,
     problem_from_json,
     problem_to_json,
     read_log,
@@ -45,6 +48,38 @@ def test_repetition_round_trip_is_exact_through_json_text():
     back = repetition_from_json(json.loads(json.dumps(repetition_to_json(rep))))
     assert back == rep
     assert back.text == rep.text and back.generated_tokens == 30
+
+
+def _every_field_set() -> list[object]:
+    """One record of every type the log holds (nested ones included), each field away from its default."""
+    execution = Execution("print(6*7)", "timeout", "42\n", "Traceback ...", 0.0375, state_lost=True)
+    turn = Turn("Let me compute.\n```python\nprint(6*7)\n```", 120, 18, "length", 0.8125, execution,
+                "```output\n42\n```\n", 0.31, 0.12, cached_tokens=96, token_ids=(200005, 17, 0))
+    answer = Answer("42", "\\boxed{42}", "boxed")
+    rep = Repetition("p1", 3, 1003, "error", (turn, replace(turn, execution=None)), (answer,), 1_763_800_000.5,
+                     1.25, error="engine failed")
+    return [execution, turn, answer, rep, Problem("p1", "What is $6 \\times 7$?", "42", {"level": "1"}),
+            ProblemResult("p1", "42", {"42": 2.0, "7": 0.6}, 3, 4, "margin:2", 3.5, 90, False)]
+
+
+@pytest.mark.parametrize("record", _every_field_set(), ids=lambda r: type(r).__name__)
+def test_every_field_of_every_record_round_trips_through_json_text(record):
+    import dataclasses
+
+    for f in dataclasses.fields(record):
+        default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+        assert getattr(record, f.name) != default, f"{type(record).__name__}.{f.name} is left at its default"
+    back = decode(type(record), json.loads(json.dumps(encode(record))))
+    assert back == record and type(back) is type(record)
+
+
+def test_a_line_written_before_a_field_existed_reads_with_its_default():
+    old = {"code": "x", "status": "ok", "stdout": "", "stderr": "", "duration_s": 0.1}  # no state_lost
+    assert decode(Execution, old) == Execution("x", "ok", "", "", 0.1)
+    line = repetition_to_json(make_rep())
+    for turn in line["turns"]:
+        del turn["token_ids"], turn["cached_tokens"]
+    assert repetition_from_json(line).turns[0].token_ids == ()
 
 
 def test_result_and_problem_round_trip():
@@ -210,8 +245,6 @@ def test_config_and_meta_are_fsynced_under_a_temporary_name_before_they_replace_
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     import os
 
-    from solver import runlog
-
     events: list[tuple[str, str]] = []
     real_fsync, real_replace = os.fsync, os.replace
 
@@ -223,8 +256,8 @@ def test_config_and_meta_are_fsynced_under_a_temporary_name_before_they_replace_
         events.append(("replace", f"{src}->{dst}"))
         real_replace(src, dst)
 
-    monkeypatch.setattr(runlog.os, "fsync", fsync)
-    monkeypatch.setattr(runlog.os, "replace", replace)
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
     RunLog.create(tmp_path, Config()).close()
     for name in ("config.yaml", "meta.json"):
         final = str(tmp_path / name)

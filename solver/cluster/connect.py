@@ -10,6 +10,7 @@ from types import TracebackType
 from typing import Any
 
 from solver.cluster.spec import ClusterError, ClusterSpec
+from solver.errors import first_line
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +49,8 @@ class RayConnection:
             else:
                 ray.init(address=self.spec.ray_address, **common)
         except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise ClusterError(f"cannot join Ray at {self.spec.ray_address}: {str(exc).strip().splitlines()[0]}"
-                               if self.spec.kind != "local" else
-                               f"cannot start a local Ray: {str(exc).strip().splitlines()[0]}") from exc
+            raise ClusterError(f"cannot join Ray at {self.spec.ray_address}: {first_line(exc)}"
+                               if self.spec.kind != "local" else f"cannot start a local Ray: {first_line(exc)}") from exc
         self.started = True
         return self
 

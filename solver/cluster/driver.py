@@ -1,12 +1,15 @@
 """The driver: engine actors on Ray, whole problems handed out from one queue, one run log.
 
-Each actor takes the next problem when it has a free slot (``solve.parallel_problems`` per actor, default 1), so
-cheap problems do not wait behind expensive ones as in a static split. The actor streams each repetition as it
-finishes; the driver appends it to the log at once (fsynced, as in a single-machine run) and is the only writer
-of RUN_DIR. When an actor dies mid-problem (killed, out of memory, its engine crashed), the driver says which
-actor and why, and puts the problem back in the queue: the next actor continues it from the repetitions already
-logged (passed as ``done``, so they are kept and their indices never run again), and the log's (problem,
-index) key keeps any repetition from being written, or voted, twice.
+A cluster run goes through the same run driver as a single-machine run (``solver.loop.run.drive``): the same run
+directory session records problems, repetitions and results and writes the answers and the report; only where
+problems are solved differs. Each actor takes the next problem when it has a free slot
+(``solve.parallel_problems`` per actor, default 1), so cheap problems do not wait behind expensive ones as in a
+static split. The actor streams each repetition as it finishes; the driver records it at once (fsynced off its
+event loop, as a single-machine run does) and is the only writer of RUN_DIR. When an actor dies mid-problem
+(killed, out of memory, its engine crashed), the driver says which actor and why, and puts the problem back in the
+queue: the next actor continues it from the repetitions already logged (passed as ``done``, so they are kept and
+their indices never run again), and the log's (problem, index) key keeps any repetition from being written, or
+voted, twice.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from solver.cluster.connect import RayConnection
 from solver.cluster.spec import ClusterFailed, actor_count, death_reason, gpus_per_engine
 from solver.config import Config
 from solver.loop.problem import SolveEvent
-from solver.runlog import RunLog
+from solver.loop.rundir import RunSession
+from solver.loop.run import drive
 from solver.types import Problem, ProblemResult, Repetition
 
 log = logging.getLogger(__name__)
@@ -170,41 +174,33 @@ class Cluster:
     # -- a run --
 
     async def run(self, config: Config, problems: Sequence[Problem], run_dir: Path, *, resume: bool = False,
-                  on_event: Callable[[SolveEvent], None] | None = None) -> ClusterRunResult:
-        """Solve every problem not yet decided in RUN_DIR (created, or resumed), writing the log, answers.csv
-        and report.md as a single-machine run does, plus cluster.jsonl."""
-        from solver.loop.run import answers_csv, write_atomic
-        from solver.report import load_summary, render_report
-
+                  on_event: Callable[[SolveEvent], None] | None = None,
+                  session: RunSession | None = None) -> ClusterRunResult:
+        """Solve every problem not yet decided in RUN_DIR (created, or resumed; or ``session``, the run directory
+        the caller opened) through the one run driver (``solver.loop.run.drive``), as a single-machine run does,
+        plus cluster.jsonl; only where problems are solved differs."""
         on_event = on_event or (lambda event: None)
-        run_log = RunLog.resume(run_dir)[0] if resume else RunLog.create(run_dir, config)
+        if session is None:
+            session = await asyncio.to_thread(RunSession.open, run_dir, config, resume=resume)
         events = _EventLog(Path(run_dir))
         deaths_before = len(self.deaths)
-        try:
-            known = run_log.problems()
-            for problem in problems:
-                if problem.id not in known:
-                    run_log.append_problem(problem)
-            results = dict(run_log.results())
-            todo = [p for p in problems if p.id not in results]
-            unsolved: list[str] = []
-            if todo:
-                actors = await self.start(config)
-                for actor in actors:
-                    if actor.info is not None:
-                        events.write("actor", **asdict(actor.info))
-                for death in self.deaths[deaths_before:]:
-                    events.write("death", **asdict(death))
-                unsolved = await self._hand_out(config, todo, run_log, results, events, on_event)
-            ordered = [results[p.id] for p in problems if p.id in results]
-            write_atomic(Path(run_dir) / "answers.csv", answers_csv(ordered))
-            write_atomic(Path(run_dir) / "report.md", render_report(load_summary(Path(run_dir))))
-            return ClusterRunResult(ordered, self.deaths[deaths_before:], unsolved)
-        finally:
-            run_log.close()
 
-    async def _hand_out(self, config: Config, todo: Sequence[Problem], run_log: RunLog,
-                        results: dict[str, ProblemResult], events: _EventLog,
+        async def on_actors(todo: Sequence[Problem], session: RunSession) -> list[str]:
+            actors = await self.start(config)
+            for actor in actors:
+                if actor.info is not None:
+                    events.write("actor", **asdict(actor.info))
+            for death in self.deaths[deaths_before:]:
+                events.write("death", **asdict(death))
+            return await self._hand_out(config, todo, session, events, on_event)
+
+        try:
+            outcome = await drive(session, problems, on_actors)
+            return ClusterRunResult(outcome.results, self.deaths[deaths_before:], outcome.unsolved)
+        finally:
+            session.close()
+
+    async def _hand_out(self, config: Config, todo: Sequence[Problem], session: RunSession, events: _EventLog,
                         on_event: Callable[[SolveEvent], None]) -> list[str]:
         from ray.exceptions import RayError
 
@@ -232,18 +228,17 @@ class Cluster:
             return None
 
         async def solve_one(actor: _Actor, problem: Problem) -> None:
-            done = run_log.completed().get(problem.id, [])
-            stream = actor.handle.solve.options(num_returns="streaming").remote(config, problem, done)
+            stream = actor.handle.solve.options(num_returns="streaming").remote(config, problem,
+                                                                                session.done(problem.id))
             async for ref in stream:
                 item = await ref
                 if isinstance(item, Repetition):
-                    run_log.append(item)
+                    await asyncio.to_thread(session.record, item)  # its fsync off the event loop
                     self.on_repetition(actor.name, item)
                 elif isinstance(item, SolveEvent):
                     on_event(item)
                 elif isinstance(item, ProblemResult):
-                    run_log.append_result(item)
-                    results[problem.id] = item
+                    await asyncio.to_thread(session.decide, item)
                     return
             raise ClusterFailed(f"{actor.name} ended {problem.id} without a result")
 
@@ -256,7 +251,7 @@ class Cluster:
                     await solve_one(actor, problem)
                     settle(problem.id)
                 except (RayError, ClusterFailed) as exc:
-                    kept = len(run_log.completed().get(problem.id, []))
+                    kept = len(session.done(problem.id))
                     death = self._lose(actor, problem.id, exc, kept)
                     events.write("death", **asdict(death))
                     attempts[problem.id] = attempts.get(problem.id, 0) + 1

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from solver.cluster.connect import RayConnection
@@ -13,12 +12,14 @@ from solver.cluster.driver import Cluster, ClusterRunResult
 from solver.cluster.spec import ClusterSpec
 from solver.config import Config
 from solver.loop.problem import SolveEvent
+from solver.loop.rundir import RunSession
 from solver.types import Problem
 
 
-def solve_on_cluster(spec: ClusterSpec, config: Config, problems: Sequence[Problem], run_dir: Path, *,
-                     resume: bool = False, on_event: Callable[[SolveEvent], None] | None = None) -> ClusterRunResult:
-    """Start or join Ray, run the engine actors over the problems, end the actors (and a local Ray)."""
+def solve_on_cluster(spec: ClusterSpec, config: Config, problems: Sequence[Problem], session: RunSession, *,
+                     on_event: Callable[[SolveEvent], None] | None = None) -> ClusterRunResult:
+    """Start or join Ray, run the engine actors over the problems of the run ``session`` writes (created or
+    resumed by the caller; closed here), end the actors (and a local Ray)."""
 
     async def main(connection: RayConnection) -> ClusterRunResult:
         task = asyncio.current_task()
@@ -27,7 +28,7 @@ def solve_on_cluster(spec: ClusterSpec, config: Config, problems: Sequence[Probl
             asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
         cluster = Cluster(connection)
         try:
-            return await cluster.run(config, problems, run_dir, resume=resume, on_event=on_event)
+            return await cluster.run(config, problems, session.run_dir, session=session, on_event=on_event)
         except asyncio.CancelledError:
             raise KeyboardInterrupt from None
         finally:

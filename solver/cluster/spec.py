@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from solver.config import engine_batch, gpus_per_engine
+from solver.errors import BadInput, RunFailed
 
 # engine_batch and gpus_per_engine live in solver.config (the loop and the launcher use them too).
 __all__ = ["ClusterError", "ClusterFailed", "ClusterKind", "ClusterSpec", "actor_count", "death_reason",
@@ -15,11 +16,11 @@ __all__ = ["ClusterError", "ClusterFailed", "ClusterKind", "ClusterSpec", "actor
 ClusterKind = Literal["local", "auto", "address"]
 
 
-class ClusterError(ValueError):
+class ClusterError(BadInput, ValueError):
     """A cluster that cannot be used as asked; the message is one line meant for the user."""
 
 
-class ClusterFailed(RuntimeError):
+class ClusterFailed(RunFailed, RuntimeError):
     """A cluster run that could not finish: no engine actor started, or actors died under some problems."""
 
 

@@ -3,64 +3,41 @@ the offline work (``sweep``'s replay, ``simulate``, ``tune``): joblib's parallel
 
 from __future__ import annotations
 
-import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from solver.commands.common import EXIT_FAILED, fail, first_line
+from solver.commands.common import EXIT_FAILED, EXIT_INTERRUPTED, fail, print_report
+from solver.errors import describe
 
 T = TypeVar("T")
 
 
-def solve_cluster_command(spec: Any, config: Any, problems: Any, run_dir: Path, resume: bool) -> int:
+def solve_cluster_command(spec: Any, config: Any, problems: Any, session: Any) -> int:
     """``solver solve ... --cluster SPEC``: exit 0 when every problem is decided, 1 when actors died under some
     (their repetitions stay logged; ``--resume`` continues), 2 when the cluster cannot be used at all."""
-    from solver.cluster.connect import import_ray
     from solver.cluster.run import solve_on_cluster
-    from solver.cluster.spec import ClusterError, ClusterFailed
-    from solver.loop.run import summary_markdown
     from solver.progress import LiveProgress
-    from solver.runlog import LogError
 
-    try:
-        import_ray()
-    except ClusterError as exc:
-        return fail(str(exc))
-    created = not run_dir.exists()
     with LiveProgress(len(problems)) as progress:
         try:
-            outcome = solve_on_cluster(spec, config, problems, run_dir, resume=resume, on_event=progress)
-        except (ClusterError, LogError) as exc:
-            _discard_if_empty(run_dir, created)
-            return fail(first_line(exc))
-        except ClusterFailed as exc:
-            _discard_if_empty(run_dir, created)
-            return fail(first_line(exc), EXIT_FAILED)
+            outcome = solve_on_cluster(spec, config, problems, session, on_event=progress)
         except KeyboardInterrupt:
-            print(f"solver: interrupted; continue with: solver solve --resume {run_dir} --cluster ...",
+            print(f"solver: interrupted; continue with: solver solve --resume {session.run_dir} --cluster ...",
                   file=sys.stderr)
-            return 130
-        except Exception as exc:  # Ray or the run failed: one line, exit 1 (logged repetitions stay for --resume)
-            _discard_if_empty(run_dir, created)
-            return fail(f"{type(exc).__name__}: {first_line(exc)}", EXIT_FAILED)
+            return EXIT_INTERRUPTED
+        except BaseException:  # Ray or the run failed (logged repetitions stay for --resume)
+            session.discard_if_empty()  # a run that failed before its first repetition leaves nothing behind
+            raise
     for death in outcome.deaths:
         print(f"solver: {death.describe()}", file=sys.stderr)
-    print(summary_markdown(problems, outcome.results), end="")
-    print(f"run directory: {run_dir}")
+    print_report(session.run_dir)
     if outcome.unsolved:
         return fail(f"{len(outcome.unsolved)} problems undecided ({', '.join(outcome.unsolved[:5])}): engine "
-                    f"actors died under them; continue with: solver solve --resume {run_dir} --cluster ...",
+                    f"actors died under them; continue with: solver solve --resume {session.run_dir} --cluster ...",
                     EXIT_FAILED)
     return 0
-
-
-def _discard_if_empty(run_dir: Path, created: bool) -> None:
-    """A run that failed before any repetition leaves nothing behind (no actor could start, say)."""
-    log = run_dir / "log.jsonl"
-    if created and run_dir.exists() and (not log.exists() or b'"repetition"' not in log.read_bytes()):
-        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def sweep_on_cluster(spec: Any, sweep: Any, base: Any, problems: Any, out: Path, *, generate_runs: bool,
@@ -111,4 +88,4 @@ def offline_on_cluster(target: Any, work: Callable[[int], T], jobs: int | None =
         with joblib_backend(target) as cpus:
             return work(cpus if jobs is None else jobs)
     except RayError as exc:  # a task or worker lost mid-run: the caller says so in one line, exit 1
-        raise ClusterFailed(f"{type(exc).__name__}: {first_line(exc)}") from exc
+        raise ClusterFailed(describe(exc)) from exc

@@ -1,13 +1,26 @@
-"""What the subcommands share: exit codes, the one-line error, and the flags that build a config."""
+"""What the subcommands share: exit codes and the one place errors become them, the one-line error, and the flags
+that build a config."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from solver.errors import BadInput, RunFailed, describe, first_line
+
+__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED", "Choices", "fail", "first_line", "print_report",
+           "run_command"]
 
 EXIT_FAILED = 1  # the run failed
 EXIT_BAD_INPUT = 2  # usage, data, config or model path
+EXIT_INTERRUPTED = 130  # Ctrl-C or SIGTERM, as a shell reports SIGINT
+
+log = logging.getLogger(__name__)
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
@@ -15,9 +28,29 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> int:
     return code
 
 
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+def run_command(command: Callable[[argparse.Namespace], int | None], args: argparse.Namespace) -> int:
+    """Run a subcommand; what it raises becomes an exit code here, once: bad input (``solver.errors.BadInput``:
+    config, data, log, model path, cluster spec, ...) 2, a run that could not finish (``RunFailed``) 1, an
+    interrupt 130, any other failure 1 with its type and first line (the traceback with ``--verbose``)."""
+    try:
+        return int(command(args) or 0)
+    except BadInput as exc:
+        return fail(first_line(exc))
+    except RunFailed as exc:
+        return fail(first_line(exc), EXIT_FAILED)
+    except KeyboardInterrupt:
+        return fail("interrupted", EXIT_INTERRUPTED)
+    except Exception as exc:  # a failure no error class names (an engine that cannot start, say)
+        log.info("the command failed", exc_info=True)
+        return fail(describe(exc), EXIT_FAILED)
+
+
+def print_report(run_dir: Path) -> None:
+    """A run's report as written to RUN_DIR (rendered once, from its records), then where the run is."""
+    from solver.loop.rundir import REPORT_NAME
+
+    sys.stdout.write((run_dir / REPORT_NAME).read_text())
+    print(f"run directory: {run_dir}")
 
 
 def workers_value(value: str) -> int:
@@ -96,25 +129,36 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in flags.items() if v is not None}
 
 
-def user_sets(args: argparse.Namespace, key: str) -> bool:
-    """Whether the user chose dotted ``key`` (``--set key=...``, or the ``--config`` file), not a preset.
+@dataclass(frozen=True)
+class Choices:
+    """What the user chose beyond the preset: the ``--config`` file's data (read once) and ``--set`` overrides."""
 
-    >>> user_sets(argparse.Namespace(overrides=["budget.problems=30"], config_file=None), "budget.problems")
-    True
-    >>> user_sets(argparse.Namespace(overrides=["budget={problems: 30}"], config_file=None), "budget.problems")
-    True
-    >>> user_sets(argparse.Namespace(overrides=["budget.total_s=60"], config_file=None), "budget.problems")
-    False
-    """
-    import yaml
+    file: dict[str, Any] = field(default_factory=dict)
+    overrides: dict[str, Any] = field(default_factory=dict)  # dotted keys, values parsed as YAML
 
-    for dotted, value in parse_overrides(getattr(args, "overrides", []) or []).items():
-        if dotted == key or (key.startswith(dotted + ".") and _holds(value, key[len(dotted) + 1 :])):
-            return True
-    if getattr(args, "config_file", None):
-        with open(args.config_file) as handle:  # already read and validated by config_from_args
-            return _holds(yaml.safe_load(handle), key)
-    return False
+    def sets(self, key: str) -> bool:
+        """Whether the user chose dotted ``key`` (``--set key=...``, or the ``--config`` file), not a preset.
+
+        >>> Choices(overrides={"budget.problems": 30}).sets("budget.problems")
+        True
+        >>> Choices(overrides={"budget": {"problems": 30}}).sets("budget.problems")
+        True
+        >>> Choices({"budget": {"total_s": 60}}, {"budget.total_s": 60}).sets("budget.problems")
+        False
+        """
+        for dotted, value in self.overrides.items():
+            if dotted == key or (key.startswith(dotted + ".") and _holds(value, key[len(dotted) + 1 :])):
+                return True
+        return _holds(self.file, key)
+
+
+def read_choices(args: argparse.Namespace) -> Choices:
+    """``--config`` (read and checked here, once) and ``--set``; a one-line ConfigError when either is bad."""
+    from solver.config import read_config_file
+
+    config_file = getattr(args, "config_file", None)
+    return Choices(read_config_file(config_file) if config_file else {},
+                   parse_overrides(getattr(args, "overrides", []) or []))
 
 
 def _holds(node: Any, dotted: str) -> bool:
@@ -125,13 +169,13 @@ def _holds(node: Any, dotted: str) -> bool:
     return True
 
 
-def config_from_args(args: argparse.Namespace) -> Any:
-    """The validated config from preset + file + --set + flags; raises ConfigError with a one-line message."""
+def config_from_args(args: argparse.Namespace, choices: Choices | None = None) -> Any:
+    """The validated config from preset + file + --set + flags; raises ConfigError with a one-line message.
+    ``choices`` is :func:`read_choices`'s result when the caller has it already (the file is read once)."""
     from solver.config import load_config
 
-    overrides = parse_overrides(args.overrides)
-    overrides.update(flag_overrides(args))
-    return load_config(args.preset or "tiny", args.config_file, overrides)
+    choices = choices if choices is not None else read_choices(args)
+    return load_config(args.preset or "tiny", choices.file, {**choices.overrides, **flag_overrides(args)})
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser, *, engines: bool = True) -> None:

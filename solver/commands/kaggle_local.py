@@ -14,7 +14,7 @@ import argparse
 import time
 from pathlib import Path
 
-from solver.commands.common import EXIT_FAILED, add_config_arguments, config_from_args, fail, first_line
+from solver.commands.common import EXIT_FAILED, add_config_arguments, config_from_args
 
 # Light imports only at module level: the CLI imports every command to build its parser.
 
@@ -41,31 +41,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run(args: argparse.Namespace) -> int:
     from solver.config import ConfigError
-    from solver.datasets import DatasetError, load_problems
+    from solver.datasets import load_problems
     from solver.kaggle.competition import competition
     from solver.kaggle.predictor import KagglePredictor
     from solver.kaggle.rehearsal import rehearse, report_markdown, run_gateway
     from solver.kaggle.serve import find_server
-    from solver.tiny_model import ModelError
 
     out = args.out or Path("runs") / time.strftime("kaggle-local-%Y%m%d-%H%M%S")
-    try:
-        if args.time_limit is not None and args.time_limit <= 0:
-            raise ConfigError("--time-limit must be > 0")
-        comp = competition(args.competition)
-        config = config_from_args(args)
-        problems = load_problems(args.data, limit=args.limit)
-        if not problems:
-            raise ConfigError("no problems to serve")
-        if out.exists() and any(out.iterdir()):
-            raise ConfigError(f"{out} is not empty; choose another --out")
-        server_class = find_server(comp, args.gateway)
-        config = config.replace({"budget.problems": len(problems)})
-        # Checks every name and the model path (check_runnable) before OUT exists or anything loads.
-        # Absolute: the real gateway runs with OUT as its working directory.
-        predictor = KagglePredictor(config, comp, run_dir=out.resolve() / "run", total_s=args.time_limit)
-    except (ConfigError, DatasetError, ModelError) as exc:
-        return fail(first_line(exc))
+    if args.time_limit is not None and args.time_limit <= 0:
+        raise ConfigError("--time-limit must be > 0")
+    comp = competition(args.competition)
+    config = config_from_args(args)
+    problems = load_problems(args.data, limit=args.limit)
+    if not problems:
+        raise ConfigError("no problems to serve")
+    if out.exists() and any(out.iterdir()):
+        raise ConfigError(f"{out} is not empty; choose another --out")
+    server_class = find_server(comp, args.gateway)
+    config = config.replace({"budget.problems": len(problems)})
+    # Checks every name and the model path (check_runnable) before OUT exists or anything loads.
+    # Absolute: the real gateway runs with OUT as its working directory.
+    predictor = KagglePredictor(config, comp, run_dir=out.resolve() / "run", total_s=args.time_limit)
 
     total = predictor.config.budget.total_s
     try:
@@ -75,8 +71,6 @@ def run(args: argparse.Namespace) -> int:
         else:
             rehearsal = rehearse(predictor, args.data, out, comp=comp, seed=config.sampling.seed,
                                  limit=args.limit, total_limit_s=total)
-    except KeyboardInterrupt:
-        return fail("interrupted", 130)
     finally:
         predictor.close()
     print(report_markdown(rehearsal), end="")

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-EXIT_BAD_INPUT = 2
+from solver.commands.common import fail
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -20,18 +19,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    from solver.config import ConfigError
     from solver.report import write_report
-    from solver.runlog import LogError
 
     try:
         text = write_report(args.run_dir, args.out)
-    except (LogError, ConfigError) as exc:
-        print(f"solver: error: {str(exc).splitlines()[0]}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except OSError as exc:
-        print(f"solver: error: cannot write {args.out}: {exc.strerror}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    except OSError as exc:  # the run read fine: writing --out failed
+        return fail(f"cannot write {args.out}: {exc.strerror}")
     if args.out is None:
         print(text, end="")
     else:

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from solver.commands.common import EXIT_FAILED, add_base_config_arguments, config_from_args, fail
+from solver.commands.common import EXIT_FAILED, add_base_config_arguments, config_from_args, fail, first_line
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -44,9 +44,8 @@ def _on_term(signum: int, frame: FrameType | None) -> None:
 def run(args: argparse.Namespace) -> int:
     import tempfile
 
-    from solver.config import ConfigError
     from solver.engines.launch import LaunchError, ServerGroup, plan_servers, visible_gpus
-    from solver.tiny_model import ModelError, resolve_model
+    from solver.tiny_model import resolve_model
 
     if not 0 < args.port < 65536:
         return fail(f"--port {args.port} is not a port number")
@@ -62,8 +61,8 @@ def run(args: argparse.Namespace) -> int:
             return fail(f"--port {args.port} leaves no room for the servers' ports")
         specs = plan_servers(config, model, servers=args.servers, gpus=gpus, base_port=args.port,
                              host=args.host, extra_args=args.vllm_args)
-    except (ConfigError, ModelError, LaunchError) as exc:
-        return fail(str(exc).splitlines()[0])
+    except LaunchError as exc:  # a plan that cannot be served (ConfigError and ModelError: the CLI's exit 2)
+        return fail(first_line(exc))
 
     log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix="solver-serve-"))
     group = ServerGroup(specs, log_dir)
@@ -81,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr, flush=True)
         return _watch(group)
     except LaunchError as exc:
-        return fail(str(exc).splitlines()[0], EXIT_FAILED)
+        return fail(first_line(exc), EXIT_FAILED)
     except (KeyboardInterrupt, _Stop):
         print("stopping the servers", file=sys.stderr)
         return 0

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from solver.commands.common import EXIT_FAILED, add_cluster_arguments, cluster_spec, fail, first_line
+from solver.commands.common import add_cluster_arguments, cluster_spec, parse_overrides
 
 
 def int_list(text: str) -> tuple[int, ...]:
@@ -59,21 +59,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.set_defaults(func=run)
 
 
-def _overrides(items: list[str]) -> tuple[tuple[str, object], ...]:
-    import yaml
-
-    out = []
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
-        try:
-            out.append((key, yaml.safe_load(value)))
-        except yaml.YAMLError:
-            raise ValueError(f"--set {key}: cannot parse {value!r}") from None
-    return tuple(out)
-
-
 def stopper_sets(items: list[str]) -> tuple[tuple[str, ...], ...]:
     """Repeated ``--stopper`` values: each a comma-separated set, ``none`` for the empty one.
 
@@ -91,18 +76,12 @@ def default_jobs() -> int:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from solver.cluster.spec import ClusterError, ClusterFailed
     from solver.commands.cluster import offline_on_cluster
-    from solver.offline.pools import SimulationError
     from solver.offline.simulate import SimulationReport, SimulationRequest, load, simulate, simulate_pools, validate
     from solver.offline.simulate_output import write_outputs
 
-    try:
-        overrides = _overrides(args.overrides)
-        cluster = cluster_spec(args)
-    except (ClusterError, ValueError) as exc:
-        return fail(str(exc))
-
+    overrides = tuple(parse_overrides(args.overrides).items())
+    cluster = cluster_spec(args)
     stoppers = stopper_sets(args.stopper)
     jobs = default_jobs() if args.jobs is None else args.jobs
     request = SimulationRequest(
@@ -111,21 +90,16 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed, draw=args.draw, tokens_per_s=args.tokens_per_s, thresholds=args.at_least,
         jobs=jobs, calibration_reps=args.calibration_reps, overrides=overrides)
 
-    try:
-        validate(request)
-        if cluster is None:
-            report = simulate(request)
-        else:
-            pools, config = load(request)  # missing or bad runs fail here, before a cluster starts
+    validate(request)
+    if cluster is None:
+        report = simulate(request)
+    else:
+        pools, config = load(request)  # missing or bad runs fail here, before a cluster starts
 
-            def play(jobs: int) -> SimulationReport:
-                return simulate_pools(replace(request, jobs=jobs), pools, config)
+        def play(jobs: int) -> SimulationReport:
+            return simulate_pools(replace(request, jobs=jobs), pools, config)
 
-            report = offline_on_cluster(cluster, play, args.jobs)
-    except ClusterFailed as exc:  # Ray failed under the trials: one line, exit 1
-        return fail(first_line(exc), EXIT_FAILED)
-    except (SimulationError, ClusterError) as exc:
-        return fail(first_line(exc))
+        report = offline_on_cluster(cluster, play, args.jobs)  # Ray failing under the trials: ClusterFailed
     written = write_outputs(report, args.out)
     sys.stdout.write((args.out / "report.md").read_text())
     print("wrote " + ", ".join(str(p) for p in written))

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import signal
 import sys
 from pathlib import Path
 from typing import Any
 
-from solver.commands.common import (EXIT_FAILED, add_cluster_arguments, add_config_arguments, cluster_spec,
-                                    config_from_args, fail, user_sets)
+from solver.commands.common import (EXIT_INTERRUPTED, add_cluster_arguments, add_config_arguments, cluster_spec,
+                                    config_from_args, fail, print_report, read_choices)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -28,81 +27,72 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    from solver.cluster.spec import ClusterError
-    from solver.config import ConfigError
-    from solver.datasets import DatasetError, load_problems
-    from solver.runlog import LogError, read_log
-    from solver.tiny_model import ModelError
+    from solver.datasets import load_problems
+    from solver.loop.run import check_runnable
+    from solver.loop.rundir import RunSession
+    from solver.runlog import LOG_NAME, read_log
 
-    try:
-        if args.resume is not None:
-            if args.out is not None:
-                return fail("--resume continues RUN_DIR in place; drop --out")
-            records = read_log(args.resume, allow_empty=True)  # killed before its first record
-            if records.config is None:
-                return fail(f"{args.resume} has no config.yaml to resume with")
-            config = records.config
-            run_dir = args.resume
-            problems = load_problems(args.data, limit=args.limit) if args.data else list(records.problems)
+    records = None
+    if args.resume is not None:
+        if args.out is not None:
+            return fail("--resume continues RUN_DIR in place; drop --out")
+        records = read_log(args.resume, allow_empty=True)  # killed before its first record; read once
+        if records.config is None:
+            return fail(f"{args.resume} has no config.yaml to resume with")
+        config = records.config
+        run_dir = args.resume
+        problems = load_problems(args.data, limit=args.limit) if args.data else list(records.problems)
+    else:
+        if args.out is None:
+            return fail("--out RUN_DIR is required")
+        choices = read_choices(args)
+        config = config_from_args(args, choices)
+        run_dir = args.out
+        if (run_dir / LOG_NAME).exists():
+            return fail(f"{run_dir} already holds a run; use --resume {run_dir} or another --out")
+        if args.data:
+            problems = load_problems(args.data, limit=args.limit)
+        elif config.engine.name == "replay" and config.engine.replay_from:
+            from solver.engines.replay import problems_from_log
+
+            problems = problems_from_log(Path(config.engine.replay_from[0]))[: args.limit]
         else:
-            if args.out is None:
-                return fail("--out RUN_DIR is required")
-            config = config_from_args(args)
-            run_dir = args.out
-            if (run_dir / "log.jsonl").exists():
-                return fail(f"{run_dir} already holds a run; use --resume {run_dir} or another --out")
-            if args.data:
-                problems = load_problems(args.data, limit=args.limit)
-            elif config.engine.name == "replay" and config.engine.replay_from:
-                from solver.engines.replay import problems_from_log
-
-                problems = problems_from_log(Path(config.engine.replay_from[0]))[: args.limit]
-            else:
-                return fail("DATA is required (a CSV or JSONL problem file)")
-        if not problems:
-            return fail("no problems to solve")
-        if args.resume is None and not user_sets(args, "budget.problems"):
+            return fail("DATA is required (a CSV or JSONL problem file)")
+        if not choices.sets("budget.problems"):
             # The time budget shares its hours among the problems of this data set, not the preset's count.
             config = config.replace({"budget.problems": len(problems)})
-        from solver.loop.run import check_runnable
+    if not problems:
+        return fail("no problems to solve")
+    check_runnable(config)  # before RUN_DIR exists: a bad name or path writes nothing
+    cluster = cluster_spec(args)
+    if cluster is not None:
+        from solver.cluster.spec import without_budget
 
-        check_runnable(config)  # before RUN_DIR exists: a bad name or path writes nothing
-        cluster = cluster_spec(args)
-        if cluster is not None:
-            from solver.cluster.spec import without_budget
-
-            if without_budget(config) != config:
-                print("solver: note: a time budget is for one engine; the cluster run has none", file=sys.stderr)
-                config = without_budget(config)
-    except (ClusterError, ConfigError, DatasetError, LogError, ModelError) as exc:
-        return fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        if without_budget(config) != config:
+            print("solver: note: a time budget is for one engine; the cluster run has none", file=sys.stderr)
+            config = without_budget(config)
+    session = RunSession.resume(run_dir, records) if records is not None else RunSession.create(run_dir, config)
     if cluster is not None:
         from solver.commands.cluster import solve_cluster_command
 
-        return solve_cluster_command(cluster, config, problems, run_dir, args.resume is not None)
+        return solve_cluster_command(cluster, config, problems, session)
 
     from solver.progress import LiveProgress
-    from solver.loop.run import summary_markdown
 
-    created = not run_dir.exists()
     with LiveProgress(len(problems)) as progress:
         try:
-            results = asyncio.run(_solve(config, problems, run_dir, args.resume is not None, progress))
-        except (ConfigError, LogError, ModelError) as exc:
-            _discard_if_empty(run_dir, created)
-            return fail(str(exc).splitlines()[0])
+            asyncio.run(_solve(config, problems, session, progress))
         except KeyboardInterrupt:
             print(f"solver: interrupted; continue with: solver solve --resume {run_dir}", file=sys.stderr)
-            return 130
-        except Exception as exc:  # the run failed (e.g. the engine could not start): one line, exit 1
-            _discard_if_empty(run_dir, created)
-            return fail(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", EXIT_FAILED)
-    print(summary_markdown(problems, results), end="")
-    print(f"run directory: {run_dir}")
+            return EXIT_INTERRUPTED
+        except BaseException:
+            session.discard_if_empty()  # a run that failed before its first repetition leaves nothing behind
+            raise
+    print_report(session.run_dir)
     return 0
 
 
-async def _solve(config: Any, problems: Any, run_dir: Path, resume: bool, progress: Any) -> Any:
+async def _solve(config: Any, problems: Any, session: Any, progress: Any) -> Any:
     from solver.engines.vllm_metrics import engine_usage
     from solver.loop.run import solve_run
 
@@ -114,13 +104,6 @@ async def _solve(config: Any, problems: Any, run_dir: Path, resume: bool, progre
     try:
         # The engine's KV cache peak and preemptions over the run, on stderr (in-process vLLM only).
         async with engine_usage(config.engine.name, lambda line: print(line, file=sys.stderr)):
-            return await solve_run(config, problems, run_dir, resume=resume, on_event=progress)
+            return await solve_run(config, problems, session.run_dir, session=session, on_event=progress)
     except asyncio.CancelledError:
         raise KeyboardInterrupt from None
-
-
-def _discard_if_empty(run_dir: Path, created: bool) -> None:
-    """A run that failed before any repetition leaves nothing behind."""
-    log = run_dir / "log.jsonl"
-    if created and run_dir.exists() and (not log.exists() or b'"repetition"' not in log.read_bytes()):
-        shutil.rmtree(run_dir, ignore_errors=True)

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from solver.commands.common import (EXIT_FAILED, add_base_config_arguments, add_cluster_arguments, cluster_spec,
-                                    fail, flag_overrides, parse_overrides)
+from solver.commands.common import (EXIT_INTERRUPTED, add_base_config_arguments, add_cluster_arguments,
+                                    cluster_spec, flag_overrides, parse_overrides)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -59,28 +59,23 @@ def spec_data(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from solver.cluster.spec import ClusterError
-    from solver.config import ConfigError, load_config
-    from solver.datasets import DatasetError, load_problems
-    from solver.runlog import LogError
+    from solver.config import load_config
+    from solver.datasets import load_problems
     from solver.offline.sweep import run_sweep
     from solver.offline.sweep_runs import check_spec, plan_runs, reusable_config
-    from solver.offline.sweep_spec import SweepError, spec_from_dict
-    from solver.tiny_model import ModelError, resolve_model
+    from solver.offline.sweep_spec import spec_from_dict
+    from solver.tiny_model import resolve_model
 
-    try:
-        spec = spec_from_dict(spec_data(args), str(args.spec) if args.spec else "sweep")
-        base = load_config(spec.preset, spec.config_file, spec.overrides)
-        problems = load_problems(spec.data, limit=spec.limit)
-        check_spec(spec, base)
-        runs = plan_runs(spec, base, args.out)
-        for planned in runs:
-            reusable_config(planned)  # a directory holding other settings fails now, not after a long run
-        if not args.offline and base.engine.name == "vllm":
-            resolve_model(base.engine.model)  # a missing model fails here, before anything is written
-        cluster = cluster_spec(args)
-    except (ClusterError, SweepError, ConfigError, DatasetError, LogError, ModelError) as exc:
-        return fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    spec = spec_from_dict(spec_data(args), str(args.spec) if args.spec else "sweep")
+    base = load_config(spec.preset, spec.config_file, spec.overrides)
+    problems = load_problems(spec.data, limit=spec.limit)
+    check_spec(spec, base)
+    runs = plan_runs(spec, base, args.out)
+    for planned in runs:
+        reusable_config(planned)  # a directory holding other settings fails now, not after a long run
+    if not args.offline and base.engine.name == "vllm":
+        resolve_model(base.engine.model)  # a missing model fails here, before anything is written
+    cluster = cluster_spec(args)
 
     from solver.progress import LiveProgress
 
@@ -98,14 +93,10 @@ def run(args: argparse.Namespace) -> int:
 
                 df = sweep_on_cluster(cluster, spec, base, problems, args.out, generate_runs=not args.offline,
                                       on_event=progress, on_run=announce, jobs_given=args.jobs is not None)
-    except (ClusterError, SweepError, ConfigError, LogError, ModelError) as exc:
-        return fail(str(exc).splitlines()[0])
     except KeyboardInterrupt:
         print(f"solver: interrupted; run the same sweep again to continue ({len(runs)} runs in {args.out}/runs)",
               file=sys.stderr)
-        return 130
-    except Exception as exc:  # the engine or a run failed: one line, exit 1 (finished runs stay for reuse)
-        return fail(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", EXIT_FAILED)
+        return EXIT_INTERRUPTED
     best = df.sort_values(["accuracy", "runtime_s"], ascending=[False, True]).iloc[0]
     if math.isnan(best["accuracy"]):
         print(f"{len(df)} settings; no reference answers, so no accuracy")

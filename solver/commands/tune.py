@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from solver.commands.common import EXIT_FAILED, add_cluster_arguments, cluster_spec, fail, first_line
+from solver.commands.common import add_cluster_arguments, cluster_spec, fail
 from solver.commands.simulate import default_jobs, int_list, stopper_sets
 
 
@@ -55,10 +55,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from solver.cluster.spec import ClusterError, ClusterFailed
     from solver.commands.cluster import offline_on_cluster
-    from solver.offline.frontier import PickError, PickRule
-    from solver.offline.pools import SimulationError
+    from solver.offline.frontier import PickRule
     from solver.offline.simulate import SimulationRequest, load, validate
     from solver.offline.tune import TuneReport, tune
     from solver.offline.tune_output import markdown, write_outputs
@@ -69,10 +67,7 @@ def run(args: argparse.Namespace) -> int:
         return fail("--max-cost must be > 0")
     if args.jobs is not None and args.jobs < 1:
         return fail("--jobs must be >= 1")
-    try:
-        cluster = cluster_spec(args)
-    except ClusterError as exc:
-        return fail(first_line(exc))
+    cluster = cluster_spec(args)
     if args.max_cost is not None:
         rule = PickRule("budget", args.max_cost, args.axis)
     elif args.at_least is not None:
@@ -86,21 +81,16 @@ def run(args: argparse.Namespace) -> int:
         workers=args.workers, budgets=tuple(args.budget) or (None,), problems=args.problems, trials=args.trials,
         seed=args.seed, draw=args.draw, tokens_per_s=args.tokens_per_s, jobs=jobs)
 
-    try:
-        validate(request)
-        if cluster is None:
-            report = tune(request, rule)
-        else:
-            loaded = load(request)  # missing or bad runs fail here, before a cluster starts
+    validate(request)
+    if cluster is None:
+        report = tune(request, rule)
+    else:
+        loaded = load(request)  # missing or bad runs fail here, before a cluster starts
 
-            def search(jobs: int) -> TuneReport:
-                return tune(replace(request, jobs=jobs), rule, loaded)
+        def search(jobs: int) -> TuneReport:
+            return tune(replace(request, jobs=jobs), rule, loaded)
 
-            report = offline_on_cluster(cluster, search, args.jobs)
-    except ClusterFailed as exc:  # Ray failed under the trials: one line, exit 1
-        return fail(first_line(exc), EXIT_FAILED)
-    except (SimulationError, PickError, ClusterError) as exc:
-        return fail(first_line(exc))
+        report = offline_on_cluster(cluster, search, args.jobs)  # Ray failing under the trials: ClusterFailed
     written = write_outputs(report, args.out)
     sys.stdout.write(markdown(report))
     print("wrote " + ", ".join(str(p) for p in written))

@@ -284,7 +284,3 @@ def decide(voter: Voter, ballots: Sequence[Ballot | None], default: str) -> str:
     winner = voter.winner(ballots)
     return default if winner is None else winner
 
-
-def vote_state(voter: Voter, repetitions: Sequence[Repetition], max_repetitions: int) -> VoteState:
-    """The ballots of the repetitions that vote (done or length), in the order given (finish order)."""
-    return VoteState(tuple(voter.ballot(r) for r in repetitions if r.votes), max_repetitions)

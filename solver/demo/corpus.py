@@ -34,7 +34,7 @@ from pathlib import Path
 from solver.config import Config
 from solver.core.answers import normalise
 from solver.offline.importer import Sample, SampleFields, group_samples, parse_line
-from solver.runlog import LOG_NAME, RunLog, encode_line, problem_to_json, repetition_to_json
+from solver.runlog import LOG_NAME, RunLog, encode_line
 from solver.types import Answer, Problem, Repetition, Turn
 
 CORPUS = Path(__file__).parents[2] / "benchmarks" / "data" / "pot_aqua_dev.jsonl.gz"
@@ -149,11 +149,11 @@ def write_corpus_run(out: Path, config: Config, path: Path = CORPUS, problems: i
     for pid, group in chosen:
         text = next((s.problem for s in group if s.problem), "")
         problem = Problem(pid, text, group[0].reference, {"imported_from": path.name})
-        lines.append(encode_line("problem", problem_to_json(problem)))
+        lines.append(encode_line("problem", problem))
         options = option_values(text)
         for index, sample in enumerate(group):
             rep = to_repetition(sample, index, options, config)
-            lines.append(encode_line("repetition", repetition_to_json(rep)))
+            lines.append(encode_line("repetition", rep))
             samples += 1
             with_answer += bool(rep.answers)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -14,8 +14,9 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from solver.config import Config, ConfigError
-from solver.core.stopping import token_confidence
+from solver.core.confidence import token_confidence
 from solver.engines.vllm_compat import num_unfinished_requests, streaming_input_class
+from solver.errors import first_line
 from solver.tiny_model import resolve_model
 from solver.types import Delta, FinishReason, GenerationRequest, Tokenizer
 
@@ -25,7 +26,7 @@ _FINISH: dict[str | None, FinishReason] = {"stop": "stop", "length": "length", "
 
 
 def token_confidences(logprobs: list[Mapping[int, Any]] | None, k: int) -> tuple[float, ...]:
-    """Per-token confidence (``core.stopping.token_confidence``) from vLLM's logprobs.
+    """Per-token confidence (``core.confidence.token_confidence``) from vLLM's logprobs.
 
     vLLM returns, per token, the top-k candidates plus the sampled token when it is outside the top-k; only
     ranks 1..k enter the mean.
@@ -269,7 +270,7 @@ def check_sampling_extra(extra: Mapping[str, Any]) -> None:
     try:
         SamplingParams(**extra)
     except Exception as exc:  # vLLM's own validation error is not a ValueError; all become one config error
-        raise ConfigError(f"sampling.extra is not valid for vLLM: {str(exc).splitlines()[0]}") from exc
+        raise ConfigError(f"sampling.extra is not valid for vLLM: {first_line(exc)}") from exc
 
 
 def load_tokenizer(model: str, config: Config) -> Tokenizer | None:

@@ -11,7 +11,9 @@ the competition's range. The adapter
   limit, and past the global cutoff answers the default at once,
 - NEVER raises from a call: any failure is logged and the best answer so far (the vote of the repetitions that
   finished) or the default is returned,
-- leaves the engine's life to :class:`~solver.kaggle.supervisor.EngineSupervisor` (checks, rebuilds).
+- leaves the engine's life to :class:`~solver.kaggle.supervisor.EngineSupervisor` (checks, rebuilds),
+- writes ``run_dir`` (when given) through the same run directory session as ``solver solve``: the log as it
+  goes, ``answers.csv`` and ``report.md`` when closed; ``calls.jsonl`` beside it says what each call returned.
 
 Usage (the notebook does exactly this; :func:`solver.kaggle.serve.serve` hands the gateway a plain function
 named ``predict`` that calls it)::
@@ -40,6 +42,8 @@ from solver.core.budget import BudgetManager
 from solver.kaggle.competition import CALL_MARGIN_S, Competition, competition, competition_config
 from solver.kaggle.rows import Row, RowError, answer_frame, fallback_id, read_row, to_answer
 from solver.kaggle.supervisor import EngineSupervisor, SessionFactory, default_session_factory, suspicion
+from solver.errors import describe
+from solver.loop.rundir import RunSession
 from solver.loop.thread import Outcome
 from solver.types import Clock, Problem, ProblemResult, Repetition
 
@@ -93,7 +97,8 @@ class KagglePredictor:
             max_builds=max_builds, loop_grace_s=loop_grace_s, loop_check_s=loop_check_s)
         self._lock = threading.Lock()  # one call at a time, whatever thread the gateway uses
         self._current: list[Repetition] = []
-        self._runlog: Any = None
+        self._run: RunSession | None = None  # the run directory, opened at the first call
+        self._problems: dict[str, Problem] = {}  # served so far, in order: the run's answers and report
         self.calls: list[CallRecord] = []
 
     @property
@@ -118,7 +123,7 @@ class KagglePredictor:
             except Exception as exc:  # the last guard: predict never raises, the gateway always gets a row
                 log.exception("predict failed on %s", row.id)
                 record = CallRecord(str(row.id), self.competition.default, "default", self.clock.now() - t0,
-                                    None, "error", 0, 0, self.builds, _one_line(exc))
+                                    None, "error", 0, 0, self.builds, describe(exc))
             self._record(record)
             return answer_frame(row.id, record.answer)
 
@@ -126,9 +131,10 @@ class KagglePredictor:
         """Close the engine, the sandbox and the loop (bounded); the predictor is done afterwards."""
         with self._lock:
             self.supervisor.close()
-            if self._runlog is not None:
-                self._runlog.close()
-                self._runlog = None
+            run, self._run = self._run, None
+            if run is not None:
+                self._guard_log(lambda: run.write_outputs(list(self._problems.values())))
+                run.close()
 
     # -- one problem --
 
@@ -162,7 +168,7 @@ class KagglePredictor:
             self.supervisor.session.solver.solve(problem, deadline=deadline), timeout)
         # A solve abandoned by an earlier call may still report into the list: keep this problem's only.
         reps = [r for r in self._current if r.problem_id == problem.id]
-        finished = [r for r in reps if r.status != "cancelled"]
+        finished = [r for r in reps if r.finished]
         if outcome.ok and outcome.value is not None:
             result = outcome.value
             self._log_result(result)
@@ -183,30 +189,34 @@ class KagglePredictor:
 
     def _on_repetition(self, rep: Repetition) -> None:
         self._current.append(rep)
-        if self._runlog is not None:
-            self._guard_log(lambda: self._runlog.append(rep))
+        run = self._run
+        if run is not None:
+            self._guard_log(lambda: run.record(rep))
 
     # -- the log --
 
     def _ensure_log(self) -> None:
-        if self._runlog is not None or self.run_dir is None:
+        if self._run is not None or self.run_dir is None:
             return
-        from solver.runlog import LogError, RunLog
+        from solver.runlog import LogError
 
         try:
-            self._runlog = RunLog.create(self.run_dir, self.config)
+            self._run = RunSession.create(self.run_dir, self.config)
         except LogError as exc:
             log.error("no run log: %s", exc)
             self.run_dir = None
 
     def _log_problem(self, problem: Problem) -> None:
         self._ensure_log()
-        if self._runlog is not None:
-            self._guard_log(lambda: self._runlog.append_problem(problem))
+        self._problems.setdefault(problem.id, problem)
+        run = self._run
+        if run is not None:
+            self._guard_log(lambda: run.add_problems([problem]))
 
     def _log_result(self, result: ProblemResult) -> None:
-        if self._runlog is not None:
-            self._guard_log(lambda: self._runlog.append_result(result))
+        run = self._run
+        if run is not None:
+            self._guard_log(lambda: run.decide(result))
 
     def _record(self, record: CallRecord) -> None:
         self.calls.append(record)
@@ -229,20 +239,13 @@ def _append_line(path: Path, data: dict[str, Any]) -> None:
         handle.write(json.dumps(data) + "\n")
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-
-
 def best_so_far(config: Config, finished: Sequence[Repetition]) -> str | None:
     """The configured voter's choice among the repetitions that finished, or None when none voted."""
-    from solver.core.voting import decide, make_voter
+    from solver.core.state import cast
+    from solver.core.voting import make_voter
 
     voter = make_voter(config.vote, config.answers)
-    ballots = [voter.ballot(r) if r.votes else None for r in finished]
-    if not any(b is not None for b in ballots):
-        return None
-    return decide(voter, ballots, config.answers.default)
+    return voter.winner([cast(voter, r) for r in finished])
 
 
 def process_start() -> float:

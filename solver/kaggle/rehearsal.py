@@ -16,6 +16,7 @@ that ends the rehearsal; other faults are recorded and the rehearsal goes on.
 
 from __future__ import annotations
 
+import io
 import os
 import threading
 import time
@@ -26,6 +27,8 @@ from typing import Any, Literal
 
 import polars as pl
 
+from solver.errors import describe
+from solver.files import atomic_write
 from solver.kaggle.competition import Competition
 from solver.kaggle.rows import check_prediction
 
@@ -129,8 +132,7 @@ def rehearse(predict: Callable[..., Any], data: str | Path, out_dir: Path, *, co
         if not done:
             fault = failure = f"no answer within the {limit_s:g} s per-call limit"
         elif error is not None:
-            text = str(error).splitlines()[0] if str(error) else ""
-            fault = f"predict raised {type(error).__name__}: {text}"
+            fault = f"predict raised {describe(error)}"
         else:
             answer, fault = check_prediction(frame, row_id, comp.low, comp.high)
         calls.append(GatewayCall(order, row_id, answer, references.get(row_id),
@@ -188,19 +190,17 @@ def run_gateway(predictor: Any, server_class: type, data: str | Path, out_dir: P
 def _write_parquet(path: Path, answers: Sequence[tuple[str, int]]) -> None:
     frame = pl.DataFrame({"id": pl.Series([a[0] for a in answers], dtype=pl.String),
                           "answer": pl.Series([a[1] for a in answers], dtype=pl.Int64)})
-    tmp = path.with_name(f".{path.name}.tmp")
-    frame.write_parquet(tmp)
-    os.replace(tmp, path)
+    buffer = io.BytesIO()
+    frame.write_parquet(buffer)
+    atomic_write(path, buffer.getvalue())
 
 
 def write_reports(out_dir: Path, rehearsal: Rehearsal) -> None:
     """submission.csv (from submission.parquet, when the gateway wrote one) and report.md, each atomically."""
-    from solver.loop.run import write_atomic
-
     parquet = out_dir / "submission.parquet"
     if parquet.is_file():
-        write_atomic(out_dir / "submission.csv", pl.read_parquet(parquet).write_csv())
-    write_atomic(out_dir / "report.md", report_markdown(rehearsal))
+        atomic_write(out_dir / "submission.csv", pl.read_parquet(parquet).write_csv())
+    atomic_write(out_dir / "report.md", report_markdown(rehearsal))
 
 
 def report_markdown(r: Rehearsal) -> str:

@@ -1,5 +1,6 @@
-"""Solving problems: W repetitions in flight per problem, votes as they finish, an early stop or the deadline
-cancels the rest (engine requests aborted, queued snippets dropped), and the voted answer comes back at once.
+"""Solving problems: W repetitions in flight per problem, each finish an event of the problem's state
+(``solver.core.state.ProblemState``, the rules the simulator replays), an early stop or the deadline cancels the
+rest (engine requests aborted, queued snippets dropped), and the voted answer comes back at once.
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from solver.clock import SystemClock, remaining
 from solver.config import Config, engine_batch, repetitions_busy
 from solver.dialects import make_dialect
 from solver.loop.repetition import Activity, run_repetition
-from solver.core.stopping import confidence_threshold, make_stopper, stop_reason
-from solver.types import Clock, Engine, Problem, ProblemResult, Repetition, Sandbox, VoteState
-from solver.core.voting import decide, make_voter
+from solver.core.confidence import confidence_threshold
+from solver.core.state import ProblemState, Rules, cast
+from solver.types import Clock, Engine, Problem, ProblemResult, Repetition, Sandbox
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,8 @@ class ProblemSolver:
         self.engine = engine
         self.sandbox = sandbox
         self.clock = clock or SystemClock()
-        self.voter = make_voter(config.vote, config.answers)
+        self.rules = Rules.build(config.vote, config.answers, config.stop, config.solve.reps)
+        self.voter = self.rules.voter
         self.dialect = make_dialect(config, engine.tokenizer)
         if config.answers.integer:
             prepare_expressions()  # not on the event loop's first expression answer, mid-run
@@ -73,43 +75,25 @@ class ProblemSolver:
 
     async def solve(self, problem: Problem, *, deadline: float | None = None,
                     done: Sequence[Repetition] = ()) -> ProblemResult:
-        """Vote over up to ``solve.reps`` repetitions; ``done`` are earlier finished ones (a resumed run)."""
+        """Vote over up to ``solve.reps`` repetitions; ``done`` are earlier finished ones (a resumed run), which
+        enter the problem's state first, in the order given."""
         cfg = self.config
         started = self.clock.now()
         t0 = time.monotonic()
-        target = cfg.solve.reps
-        stopper = make_stopper(cfg.stop, target)
-        finished: list[Repetition] = [_settled(r) for r in done if r.status != "cancelled"]
-        used = {r.index for r in finished}
+        state = ProblemState(self.rules)
+        warmup = _Warmup(cfg.stop.confidence_warmup, cfg.stop.confidence_percentile)
+        counted: list[Repetition] = []  # the repetitions that entered the state, in finish order
+        earlier = [_settled(r) for r in done if r.finished]
+        used = {r.index for r in earlier}
         free_indices = (i for i in itertools.count() if i not in used)
-        # Only repetitions that vote (done / length) enter the vote state; errors and filtered ones do not.
-        ballots = [self.voter.ballot(r) for r in finished if r.votes]
-        warmup_lowest: list[float] = []
-        threshold: list[float | None] = [None]
-
-        def floor() -> float | None:
-            return threshold[0]
-
-        def note_confidence(rep: Repetition) -> None:
-            """DeepConf online: after K warm-up repetitions, traces below their low percentile are cut."""
-            k = cfg.stop.confidence_warmup
-            if k <= 0 or not rep.votes:
-                return
-            lows = [t.tail_confidence for t in rep.turns if t.tail_confidence is not None]
-            if lows and len(warmup_lowest) < k:
-                warmup_lowest.append(min(lows))
-                if len(warmup_lowest) == k:
-                    threshold[0] = confidence_threshold(warmup_lowest, cfg.stop.confidence_percentile)
-
-        for rep in finished:
-            note_confidence(rep)
-
-        def state() -> VoteState:
-            return VoteState(tuple(ballots), target)
-
-        def leader() -> str | None:
-            return decide(self.voter, ballots, "") or None if ballots else None
-
+        for rep in earlier:
+            if not state.may_launch():
+                break
+            state.launch()
+            if state.finish(cast(self.voter, rep)):
+                counted.append(rep)
+                warmup.note(rep)
+        target = self.rules.max_repetitions
         auto = cfg.solve.workers == 0
         capacity = self.engine_capacity()
         wake = asyncio.Event()  # set when any problem's repetition ends or enters/leaves the sandbox
@@ -123,30 +107,29 @@ class ProblemSolver:
                 return in_flight < cfg.solve.workers
             return self._in_flight - sum(a.executing for a in self._activities) < capacity
 
-        pending: dict[asyncio.Task[Repetition], int] = {}
-        launched = len(finished)
-        stopped_by: str | None = "max_reps" if launched >= target else None
-        if stopped_by is None and finished:
-            stopped_by = stop_reason(stopper, state())
-        self.on_event(SolveEvent("start", problem.id, len(finished), launched, target, leader()))
+        def event(kind: str, result: ProblemResult | None = None) -> SolveEvent:
+            leader = result.answer if result is not None else state.leader()
+            return SolveEvent(kind, problem.id, state.finished, state.launched, target, leader, result)
+
+        pending: dict[asyncio.Task[Repetition], int] = {}  # task -> launch number
+        self.on_event(event("start"))
         self._wakers.add(wake)
         self._activities.add(activity)
         try:
-            while stopped_by is None:
+            while state.stopped_by is None:
                 if deadline is not None and self.clock.now() >= deadline:
-                    stopped_by = "deadline"
+                    state.expire()
                     break
-                while launched < target and may_launch(len(pending)):
+                while state.may_launch() and may_launch(len(pending)):
                     index = next(free_indices)
                     task = asyncio.create_task(run_repetition(
                         problem, index, engine=self.engine, sandbox=self.sandbox, dialect=self.dialect,
-                        config=cfg, confidence_floor=floor, activity=activity, priority=next(self._launch_order)),
-                        name=f"{problem.id}-r{index}")
-                    pending[task] = index
+                        config=cfg, confidence_floor=warmup.floor, activity=activity,
+                        priority=next(self._launch_order)), name=f"{problem.id}-r{index}")
+                    pending[task] = state.launch()
                     self._in_flight += 1
-                    launched += 1
-                if not pending and not (auto and launched < target):
-                    stopped_by = "max_reps"
+                if not pending and not (auto and state.may_launch()):
+                    state.exhaust()
                     break
                 # Only this problem clears its own wake-up, between its launch check and its wait (no await in
                 # between), so a change signalled by another problem is never lost.
@@ -161,44 +144,37 @@ class ProblemSolver:
                 finally:
                     if woken is not None:
                         woken.cancel()
-                ready = [t for t in done_now if t in pending]
+                # Finished together: events in launch order, as the simulator breaks ties.
+                ready = sorted((t for t in done_now if t in pending), key=pending.__getitem__)
                 if ready:
                     self._in_flight -= len(ready)
                     self._notify()  # engine slots freed: other problems may launch
                 for task in ready:
                     pending.pop(task)
                     rep = _settled(task.result())
-                    finished.append(rep)
-                    if rep.votes:
-                        ballots.append(self.voter.ballot(rep))
-                    note_confidence(rep)
-                    await record_off_loop(self.on_repetition, rep)
-                    self.on_event(SolveEvent("repetition", problem.id, len(finished), launched, target,
-                                             leader()))
-                if ready:
-                    stopped_by = stop_reason(stopper, state())
+                    await record_off_loop(self.on_repetition, rep)  # on disk, then voted
+                    if state.finish(cast(self.voter, rep)):  # a finish after the stop is logged, not counted
+                        counted.append(rep)
+                        warmup.note(rep)
+                    self.on_event(event("repetition"))
         finally:
             try:
-                late = await self._cancel(pending)
+                await self._cancel(pending)
             finally:
                 self._in_flight -= len(pending)
                 self._wakers.discard(wake)
                 self._activities.discard(activity)
                 self._notify()
-        for rep in late:  # finished in the instant between the stop and its cancel: it counts as it ended
-            if rep.status != "cancelled":
-                finished.append(rep)
-                if rep.votes:
-                    ballots.append(self.voter.ballot(rep))
-        answer = decide(self.voter, ballots, cfg.answers.default)
+        assert state.stopped_by is not None
+        answer = state.answer()
         correct = is_correct(answer, problem.answer, cfg.answers) if problem.answer is not None else None
         result = ProblemResult(
-            problem_id=problem.id, answer=answer, votes=state().counts, repetitions=len(finished),
-            launched=launched, stopped_by=stopped_by, duration_s=time.monotonic() - t0,
-            generated_tokens=sum(r.generated_tokens for r in finished), correct=correct)
-        log.info("problem %s: %s after %d repetitions (%s, %.1f s)", problem.id, answer, len(finished),
-                 stopped_by, self.clock.now() - started)
-        self.on_event(SolveEvent("end", problem.id, len(finished), launched, target, answer, result))
+            problem_id=problem.id, answer=answer, votes=state.counts(), repetitions=state.finished,
+            launched=state.launched, stopped_by=state.stopped_by, duration_s=time.monotonic() - t0,
+            generated_tokens=sum(r.generated_tokens for r in counted), correct=correct)
+        log.info("problem %s: %s after %d repetitions (%s, %.1f s)", problem.id, answer, state.finished,
+                 state.stopped_by, self.clock.now() - started)
+        self.on_event(event("end", result))
         return result
 
     def _notify(self) -> None:
@@ -213,23 +189,42 @@ class ProblemSolver:
             return capacity
         return engine_batch(self.config.engine.args)
 
-    async def _cancel(self, pending: dict[asyncio.Task[Repetition], int]) -> list[Repetition]:
-        """Cancel what is still running; log and return the partial repetitions (status "cancelled", or the
-        rare one that finished just before its cancel arrived)."""
+    async def _cancel(self, pending: dict[asyncio.Task[Repetition], int]) -> None:
+        """Cancel what is still running and log the partial repetitions: status "cancelled", or the rare one that
+        finished just before its cancel arrived (late: the problem had stopped, so it does not count)."""
         if not pending:
-            return []
+            return
         for task in pending:
             task.cancel()
         outcomes = await asyncio.gather(*pending, return_exceptions=True)
-        late: list[Repetition] = []
         for outcome in outcomes:
             if isinstance(outcome, Repetition):
-                outcome = _settled(outcome)
-                await record_off_loop(self.on_repetition, outcome)
-                late.append(outcome)
+                await record_off_loop(self.on_repetition, _settled(outcome))
             elif isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
                 log.warning("a cancelled repetition failed while stopping: %r", outcome)
-        return late
+
+
+class _Warmup:
+    """DeepConf online: the lowest group confidences of the first ``k`` voting repetitions that recorded one set a
+    floor (their ``percentile``); later repetitions below it are cut while they stream (status "filtered")."""
+
+    def __init__(self, k: int, percentile: float) -> None:
+        self.k = k
+        self.percentile = percentile
+        self.lows: list[float] = []
+        self.threshold: float | None = None
+
+    def floor(self) -> float | None:
+        return self.threshold
+
+    def note(self, rep: Repetition) -> None:
+        if self.k <= 0 or not rep.votes or len(self.lows) >= self.k:
+            return
+        lows = [t.tail_confidence for t in rep.turns if t.tail_confidence is not None]
+        if lows:
+            self.lows.append(min(lows))
+            if len(self.lows) == self.k:
+                self.threshold = confidence_threshold(self.lows, self.percentile)
 
 
 @dataclass(eq=False)

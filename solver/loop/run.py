@@ -1,28 +1,36 @@
-"""A whole run over a problem set: run directory, log, time budget, answers file and a short report.
+"""A whole run over a problem set: the one run driver.
 
-RUN_DIR holds ``config.yaml`` (the resolved config), ``meta.json`` (versions), ``log.jsonl`` (problems,
-repetitions as they finish, results), ``answers.csv`` (id, answer) and ``report.md``. The last two are written
-atomically (temp file + rename) so a crash never leaves them half-written.
+:func:`drive` owns a run's course through its directory (:class:`~solver.loop.rundir.RunSession`): the problems
+are recorded, the ones not yet decided are handed to a :data:`Runner`, each result is recorded as it comes, and
+``answers.csv`` and ``report.md`` are written at the end. Where problems are solved is the runner's business:
+:func:`local_runner` solves them on this machine's engine (one at a time under the time budget, or several at
+once), the Ray driver (``solver.cluster.driver``) on engine actors.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import csv
-import io
-import os
-import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from solver.core.budget import BudgetManager
 from solver.clock import SystemClock
 from solver.config import Config, ConfigError
-from solver.report import load_summary, render_report
-from solver.runlog import RunLog
+from solver.core.budget import BudgetManager
 from solver.loop.problem import ProblemSolver, Session, SolveEvent
+from solver.loop.rundir import RunSession
 from solver.types import Clock, Engine, Problem, ProblemResult, Sandbox
+
+Runner = Callable[[Sequence[Problem], RunSession], Awaitable[list[str]]]
+"""Solves the problems given (not yet decided, in order), recording every repetition and result through the
+session as it happens; returns the ids of those it had to leave undecided."""
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    results: list[ProblemResult]  # in problem order, the problems decided (now or before a resume)
+    unsolved: list[str] = field(default_factory=list)  # problem ids left without a result
 
 
 def check_runnable(config: Config) -> None:
@@ -30,15 +38,13 @@ def check_runnable(config: Config) -> None:
 
     Raises ConfigError or ModelError with a one-line message, before anything is written or started.
     """
+    from solver.core.state import Rules
     from solver.dialects import check_dialect
-    from solver.engines import factory_path
     from solver.dialects.prompts import Template
-    from solver.core.stopping import make_stopper
+    from solver.engines import factory_path
     from solver.tiny_model import resolve_model
-    from solver.core.voting import make_voter
 
-    make_voter(config.vote, config.answers)
-    make_stopper(config.stop, config.solve.reps)
+    Rules.build(config.vote, config.answers, config.stop, config.solve.reps)
     Template.load(config.prompt.template)
     check_dialect(config)  # harmony's vocabulary offline; a chat template that declares hermes's tool
     factory_path(config.engine.name)
@@ -56,110 +62,73 @@ def check_runnable(config: Config) -> None:
         raise ConfigError("the replay engine needs --from RUN_DIR")
 
 
-def write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+async def drive(session: RunSession, problems: Sequence[Problem], runner: Runner) -> RunOutcome:
+    """Run ``problems`` through ``session``: record them, solve those not yet decided with ``runner``, write the
+    answers and the report. The session stays open (the caller closes it)."""
+    await asyncio.to_thread(session.add_problems, problems)
+    todo = session.todo(problems)
+    unsolved = await runner(todo, session) if todo else []
+    await asyncio.to_thread(session.write_outputs, problems)
+    return RunOutcome(session.results(problems), unsolved)
 
 
-def answers_csv(results: Sequence[ProblemResult]) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["id", "answer"])
-    for result in results:
-        writer.writerow([result.problem_id, result.answer])
-    return buffer.getvalue()
+def local_runner(solver: ProblemSolver, budget: BudgetManager | None = None) -> Runner:
+    """Problems solved on ``solver`` (whose repetitions the session records): one at a time, each with its share
+    of ``budget``, as the Kaggle gateway serves them; or ``solve.parallel_problems`` at once (validation runs,
+    no budget: several problems share the engine, so one problem's slow tail does not leave the batch half
+    empty)."""
 
+    async def run(todo: Sequence[Problem], session: RunSession) -> list[str]:
+        async def one(problem: Problem, deadline: float | None = None) -> None:
+            result = await solver.solve(problem, deadline=deadline, done=session.done(problem.id))
+            await asyncio.to_thread(session.decide, result)  # its fsync off the event loop
 
-def summary_markdown(problems: Sequence[Problem], results: Sequence[ProblemResult]) -> str:
-    """A short per-problem table and the accuracy when reference answers are known."""
-    from solver.report import markdown_table
+        if solver.config.solve.parallel_problems == 1:
+            for problem in todo:
+                await one(problem, budget.next_deadline() if budget is not None else None)
+                if budget is not None:
+                    budget.finish_problem()
+        else:
+            gate = asyncio.Semaphore(solver.config.solve.parallel_problems)
 
-    by_id = {p.id: p for p in problems}
-    rows = []
-    for r in results:
-        ref = by_id[r.problem_id].answer if r.problem_id in by_id else None
-        top = ", ".join(f"{a}:{w:g}" for a, w in sorted(r.votes.items(), key=lambda kv: -kv[1])[:3])
-        mark = "" if r.correct is None else ("yes" if r.correct else "no")
-        rows.append([r.problem_id, r.answer, ref if ref is not None else "", mark, f"{r.repetitions}/{r.launched}",
-                     r.stopped_by, f"{r.duration_s:.1f}", top])
-    lines = markdown_table(["id", "answer", "reference", "correct", "reps", "stopped by", "seconds", "top votes"],
-                           rows).splitlines()
-    graded = [r for r in results if r.correct is not None]
-    if graded:
-        right = sum(bool(r.correct) for r in graded)
-        lines += ["", f"Accuracy: {right}/{len(graded)} ({100 * right / len(graded):.1f} %)"]
-    return "\n".join(lines) + "\n"
+            async def gated(problem: Problem) -> None:
+                async with gate:
+                    await one(problem)
+
+            await asyncio.gather(*(gated(p) for p in todo))
+        return []
+
+    return run
 
 
 async def solve_run(config: Config, problems: Sequence[Problem], run_dir: Path, *, resume: bool = False,
                     clock: Clock | None = None, on_event: Callable[[SolveEvent], None] | None = None,
-                    engine: Engine | None = None, sandbox: Sandbox | None = None) -> list[ProblemResult]:
-    """Solve every problem, logging each repetition as it finishes; ``resume`` keeps what the log has.
+                    engine: Engine | None = None, sandbox: Sandbox | None = None,
+                    session: RunSession | None = None) -> list[ProblemResult]:
+    """Solve every problem on this machine, logging each repetition as it finishes; ``resume`` keeps what the
+    log has. ``session`` is the run directory already opened by the caller (it is closed here all the same).
 
     ``engine`` and ``sandbox``, when given, are used as they are and left open (a sweep reuses one engine
     across runs); otherwise the run builds its own from the config and closes them at the end (a replay with
     ``engine.replay_outputs``: the replay engine and a sandbox that gives back the recorded outputs).
     """
     clock = clock or SystemClock()
-    if resume:
-        log, _ = RunLog.resume(run_dir)
-    else:
-        log = RunLog.create(run_dir, config)
+    if session is None:
+        session = await asyncio.to_thread(RunSession.open, run_dir, config, resume=resume)
     try:
-        known = log.problems()
-        for problem in problems:
-            if problem.id not in known:
-                log.append_problem(problem)
-        results: dict[str, ProblemResult] = dict(log.results())
-        budget = None
-        if config.budget.total_s or config.budget.cutoff_s:
-            # A resumed run keeps the time its earlier sessions spent and the problems they finished.
-            done = sum(p.id in results for p in problems)
-            budget = BudgetManager(config.budget, clock, spent_s=log.spent_s, done=done)
-        todo = [p for p in problems if p.id not in results]
+        budget = session.budget(problems, clock)  # from here: the engine's start counts against it
         async with contextlib.AsyncExitStack() as stack:
             if engine is None and sandbox is None and config.engine.name == "replay" and config.engine.replay_outputs:
                 from solver.engines.replay import recorded_parts
 
                 engine, sandbox = await stack.enter_async_context(recorded_parts(config))
             if engine is not None and sandbox is not None:
-                solver = ProblemSolver(config, engine, sandbox, clock=clock, on_repetition=log.append,
+                solver = ProblemSolver(config, engine, sandbox, clock=clock, on_repetition=session.record,
                                        on_event=on_event)
             else:
-                session = Session(config, clock=clock, on_repetition=log.append, on_event=on_event)
-                solver = (await stack.enter_async_context(session)).solver
-            if config.solve.parallel_problems == 1:
-                for problem in todo:  # one at a time, as the Kaggle gateway serves them
-                    deadline = budget.next_deadline() if budget is not None else None
-                    result = await solver.solve(problem, deadline=deadline,
-                                                done=log.completed().get(problem.id, []))
-                    if budget is not None:
-                        budget.finish_problem()
-                    await asyncio.to_thread(log.append_result, result)  # its fsync off the event loop
-                    results[problem.id] = result
-            else:
-                # Validation runs: several problems share the engine, so one problem's tail (its last slow
-                # repetitions) does not leave the batch half empty.
-                gate = asyncio.Semaphore(config.solve.parallel_problems)
-
-                async def one(problem: Problem) -> None:
-                    async with gate:
-                        result = await solver.solve(problem, done=log.completed().get(problem.id, []))
-                        # Other problems are streaming: the result's fsync runs off the event loop.
-                        await asyncio.to_thread(log.append_result, result)
-                        results[problem.id] = result
-
-                await asyncio.gather(*(one(p) for p in todo))
-        ordered = [results[p.id] for p in problems if p.id in results]
-        write_atomic(run_dir / "answers.csv", answers_csv(ordered))
-        # The full report (by problem and subset, wrong answers' distributions), read back from the log.
-        write_atomic(run_dir / "report.md", render_report(load_summary(run_dir)))
-        return ordered
+                opened = Session(config, clock=clock, on_repetition=session.record, on_event=on_event)
+                solver = (await stack.enter_async_context(opened)).solver
+            outcome = await drive(session, problems, local_runner(solver, budget))
+        return outcome.results
     finally:
-        log.close()
+        session.close()

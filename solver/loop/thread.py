@@ -16,6 +16,8 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
+from solver.errors import describe
+
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
@@ -33,15 +35,6 @@ class Outcome(Generic[T]):
     @property
     def ok(self) -> bool:
         return self.status == "ok"
-
-
-def _one_line(exc: BaseException) -> str:
-    """
-    >>> _one_line(ValueError("bad\\nthing"))
-    'ValueError: bad'
-    """
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 class LoopThread:
@@ -85,11 +78,11 @@ class LoopThread:
             return Outcome("ok", value=future.result(timeout=wall))
         except (asyncio.TimeoutError, concurrent.futures.TimeoutError) as exc:
             future.cancel()
-            return Outcome("timeout", error=_one_line(exc) if str(exc) else "timed out")
+            return Outcome("timeout", error=describe(exc) if str(exc) else "timed out")
         except concurrent.futures.CancelledError:
             return Outcome("error", error="cancelled")
         except Exception as exc:  # the coroutine's own failure, handed back as a value
-            return Outcome("error", error=_one_line(exc))
+            return Outcome("error", error=describe(exc))
 
     def submit(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Schedule ``coro`` on the loop without waiting for it (it runs whenever the loop is free)."""

@@ -10,7 +10,8 @@ import numpy as np
 from solver.config import Config
 from solver.core.stopping import make_stopper
 from solver.core.voting import make_voter
-from solver.offline.model import Reasons, play
+from solver.core.state import StopTable
+from solver.offline.model import play
 from solver.offline.pools import Prepared, SimulationError
 from solver.offline.trials import Draw, Grader, Setting, draw_indices
 
@@ -47,7 +48,7 @@ def calibrate(prepared: Sequence[Prepared], setting: Setting, config: Config, *,
                               f"the smallest problem has {smallest}")
     rng = np.random.default_rng([seed, 7919])
     voter = make_voter(replace(config.vote, voter=setting.voter), config.answers)
-    stopper = Reasons(make_stopper(replace(config.stop, stoppers=setting.stoppers), n))
+    stopper = StopTable(make_stopper(replace(config.stop, stoppers=setting.stoppers), n))
     grade = Grader(config.answers)
     held: list[float] = []
     simulated: list[float] = []

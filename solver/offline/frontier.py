@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from solver.errors import BadInput
 from solver.offline.summary import Summary
 
 Axis = Literal["reps", "tokens", "seconds"]
@@ -80,7 +81,7 @@ class PickRule:
         return f"the highest P(score >= {self.value:g}), the cheapest ({where}) among equals"
 
 
-class PickError(ValueError):
+class PickError(BadInput, ValueError):
     """No setting satisfies the rule; the message is one line meant for the user."""
 
 

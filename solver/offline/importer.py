@@ -27,12 +27,13 @@ from typing import Any
 
 from solver.core.answers import extract_answers, normalise
 from solver.config import AnswerConfig, Config
+from solver.errors import BadInput
 from solver.offline.traces import TraceError, is_trace, json_lines
 from solver.runlog import META_NAME, RunLog
 from solver.types import Answer, Problem, Repetition, Turn
 
 
-class SampleImportError(ValueError):
+class SampleImportError(BadInput, ValueError):
     """A sample file that cannot be imported; the message is one line naming the file (and line)."""
 
 

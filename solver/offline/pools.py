@@ -10,12 +10,14 @@ from pathlib import Path
 import numpy as np
 
 from solver.config import Config
+from solver.core.state import cast
 from solver.core.voting import make_voter
+from solver.errors import BadInput
 from solver.runlog import LogError, read_log
 from solver.types import Ballot, Problem, Repetition
 
 
-class SimulationError(ValueError):
+class SimulationError(BadInput, ValueError):
     """Input the simulation cannot use; the message is one line meant for the user."""
 
 
@@ -73,7 +75,8 @@ def load_pools(run_dirs: Sequence[Path]) -> tuple[list[ProblemPool], Config]:
 
 @dataclass(frozen=True)
 class Prepared:
-    """What a trial needs of one problem, without the text: ballots per voter, seconds and tokens per rep."""
+    """What a trial needs of one problem, without the text: ballots per voter (what each finished repetition
+    brings to the problem's state, ``solver.core.state.cast``), seconds and tokens per rep."""
 
     problem: Problem
     ballots: dict[str, tuple[Ballot | None, ...]]  # voter name -> one ballot per recorded repetition
@@ -100,8 +103,7 @@ def prepare(pools: Sequence[ProblemPool], voters: Sequence[str], config: Config,
     out = []
     made = {name: make_voter(replace(config.vote, voter=name), config.answers) for name in voters}
     for pool in pools:
-        ballots = {name: tuple(v.ballot(r) if r.votes else None for r in pool.repetitions)
-                   for name, v in made.items()}
+        ballots = {name: tuple(cast(v, r) for r in pool.repetitions) for name, v in made.items()}
         seconds = np.array([repetition_seconds(r, tokens_per_s) for r in pool.repetitions], dtype=float)
         tokens = np.array([r.generated_tokens for r in pool.repetitions], dtype=float)
         out.append(Prepared(pool.problem, ballots, seconds, tokens))

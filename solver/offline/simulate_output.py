@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from solver.files import atomic_write
 from solver.offline.summary import QUANTILES
 from solver.offline.simulate import SimulationReport
 
@@ -98,18 +99,13 @@ def write_outputs(report: SimulationReport, out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     summary = out_dir / "summary.csv"
-    _replace_text(summary, pd.DataFrame(summary_rows(report)).to_csv(index=False))
+    atomic_write(summary, pd.DataFrame(summary_rows(report)).to_csv(index=False))
     scores = pd.DataFrame([{"setting": s.setting.label, "trial": t, "score": float(v)}
                            for s in report.summaries for t, v in enumerate(s.scores)])
-    _replace_text(out_dir / "scores.csv", scores.to_csv(index=False))
-    _replace_text(out_dir / "report.md", markdown(report))
+    atomic_write(out_dir / "scores.csv", scores.to_csv(index=False))
+    atomic_write(out_dir / "report.md", markdown(report))
     written += [summary, out_dir / "scores.csv", out_dir / "report.md"]
     written.append(plot_score_distributions(report.summaries, out_dir / "scores.png"))
     written.append(plot_accuracy_vs_reps(report.summaries, out_dir / "accuracy_vs_reps.png"))
     return written
 
-
-def _replace_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)

@@ -14,7 +14,7 @@ from solver.offline.model import play
 from solver.report import Grader, GradedRepetition, grade_repetitions, pass_at_k, wilson_interval
 from solver.offline.sweep_runs import PlannedRun
 from solver.offline.sweep_spec import NO_STOPPER, SweepError, SweepSpec, stopper_for
-from solver.types import Ballot, Problem, Stopper, Voter
+from solver.types import Ballot, Problem, Stopper, Voter  # noqa: F401 - Ballot: doctests
 
 if TYPE_CHECKING:  # pandas is imported inside the functions that need it (slow import)
     import pandas as pd
@@ -40,7 +40,7 @@ def simulate_problem(pool: Sequence[GradedRepetition], order: Sequence[int], rep
 
     >>> from solver.config import VoteConfig, AnswerConfig
     >>> from solver.core.voting import make_voter
-    >>> pool = [GradedRepetition(i, "done", a, 1.0, None, d, 100, 1) for i, (a, d) in
+    >>> pool = [GradedRepetition(i, "done", Ballot(a), None, d, 100, 1) for i, (a, d) in
     ...         enumerate([("7", 1.0), ("7", 2.0), ("3", 4.0)])]
     >>> majority = make_voter(VoteConfig(), AnswerConfig())
     >>> simulate_problem(pool, [0, 1, 2], 3, 3, majority, stopper_for("agree:2", 3), "0")
@@ -50,7 +50,7 @@ def simulate_problem(pool: Sequence[GradedRepetition], order: Sequence[int], rep
     """
 
     chosen = [pool[i] for i in order[:reps]]
-    ballots = [None if r.answer is None else Ballot(r.answer, r.weight) for r in chosen]
+    ballots = [r.ballot for r in chosen]
     seconds = [r.duration_s for r in chosen]
 
     def replay(work: Sequence[float]) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from solver.files import atomic_write
 from solver.report import markdown_table
 from solver.offline.sweep_spec import NO_STOPPER, SweepError, SweepSpec, spec_to_dict
 
@@ -177,22 +179,17 @@ def write_outputs(df: pd.DataFrame, spec: SweepSpec, out: Path) -> list[Path]:
     """sweep.csv, sweep.md, sweep.yaml (the spec) and the PNG plots in ``out``. Returns the files written."""
     out.mkdir(parents=True, exist_ok=True)
     written = [out / CSV_NAME, out / MARKDOWN_NAME, out / SPEC_NAME]
-    _atomic(out / CSV_NAME, df.to_csv(index=False))
-    _atomic(out / MARKDOWN_NAME, render_markdown(df, spec))
-    _atomic(out / SPEC_NAME, yaml.safe_dump(spec_to_dict(spec), sort_keys=False))
+    atomic_write(out / CSV_NAME, df.to_csv(index=False))
+    atomic_write(out / MARKDOWN_NAME, render_markdown(df, spec))
+    atomic_write(out / SPEC_NAME, yaml.safe_dump(spec_to_dict(spec), sort_keys=False))
     for name, plot in zip(PLOTS, (plot_accuracy, plot_runtime, plot_cost)):
         path = out / name
-        tmp = path.with_name(f".{name}.tmp.png")
-        plot(df).savefig(tmp, dpi=110)
-        tmp.replace(path)
+        image = io.BytesIO()
+        plot(df).savefig(image, format="png", dpi=110)
+        atomic_write(path, image.getvalue())
         written.append(path)
     return written
 
-
-def _atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
 
 
 def load_sweep(out: str | Path) -> pd.DataFrame:

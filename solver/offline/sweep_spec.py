@@ -10,12 +10,13 @@ from typing import Any
 import yaml
 
 from solver.config import ConfigError, StopConfig
+from solver.errors import BadInput, first_line
 from solver.types import Ballot, Stopper, VoteState  # noqa: F401 - Ballot, VoteState: doctests
 
 NO_STOPPER = "none"
 
 
-class SweepError(ValueError):
+class SweepError(BadInput, ValueError):
     """A sweep that cannot run; the message is one line meant for the user."""
 
 
@@ -145,7 +146,7 @@ def load_spec(path: str | Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise SweepError(f"cannot read sweep spec {file}: {str(exc).splitlines()[0]}") from exc
+        raise SweepError(f"cannot read sweep spec {file}: {first_line(exc)}") from exc
     if not isinstance(data, dict):
         raise SweepError(f"sweep spec {file} must be a mapping")
     return data

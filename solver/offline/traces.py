@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal
 
+from solver.errors import BadInput, first_line
+
 RequestEnd = Literal["call", "return", "cut"]
 """call: ended on ``<|call|>``; return: ended on ``<|return|>``; cut: the record ends inside it (the harness
 stopped the stream, at an answer or a limit)."""
@@ -42,7 +44,7 @@ STOPS = (CALL, RETURN)
 _OPENERS = {".gz": gzip.open, ".xz": lzma.open, ".bz2": bz2.open}
 
 
-class TraceError(ValueError):
+class TraceError(BadInput, ValueError):
     """A trace file that cannot be read; the message is one line naming the file (and line)."""
 
 
@@ -174,8 +176,7 @@ def json_lines(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
                     raise TraceError(f"{where}: expected a JSON object")
                 yield where, record
     except (OSError, EOFError, UnicodeDecodeError, lzma.LZMAError) as exc:
-        raise TraceError(f"{path}: cannot read: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") \
-            from exc
+        raise TraceError(f"{path}: cannot read: {first_line(exc)}") from exc
 
 
 def is_trace(record: dict[str, Any]) -> bool:

@@ -12,12 +12,13 @@ import numpy as np
 
 from solver.clock import FakeClock
 from solver.config import AnswerConfig, Config, StopConfig, VoteConfig
-from solver.core.answers import is_correct
 from solver.core.budget import BudgetManager
 from solver.core.stopping import make_stopper
 from solver.core.voting import make_voter
-from solver.offline.model import Reasons, play
+from solver.core.state import StopTable
+from solver.offline.model import play
 from solver.offline.pools import Prepared, SimulationError
+from solver.report import Grader as AnswerGrader
 from solver.types import Problem
 
 Draw = Literal["auto", "bootstrap", "subset"]
@@ -122,17 +123,14 @@ def draw_indices(rng: np.random.Generator, available: int, length: int, draw: Dr
 
 
 class Grader:
-    """Correctness of an answer per problem, remembered (math-verify can take milliseconds per call)."""
+    """Correctness of an answer per problem, remembered (``solver.report.Grader``: math-verify can take
+    milliseconds per call)."""
 
     def __init__(self, rules: AnswerConfig) -> None:
-        self.rules = rules
-        self._seen: dict[tuple[str, str], bool] = {}
+        self._grade = AnswerGrader(rules)
 
     def __call__(self, problem: Problem, answer: str) -> bool:
-        key = (problem.id, answer)
-        if key not in self._seen:
-            self._seen[key] = problem.answer is not None and is_correct(answer, problem.answer, self.rules)
-        return self._seen[key]
+        return problem.answer is not None and self._grade(answer, problem.answer)
 
 
 def run_chunk(plan: Plan, trials: int, seed: Sequence[int]) -> ChunkResult:
@@ -145,7 +143,7 @@ def run_chunk(plan: Plan, trials: int, seed: Sequence[int]) -> ChunkResult:
     grade = Grader(plan.answers)
     voters = {name: make_voter(replace(plan.vote, voter=name), plan.answers)
               for name in {s.voter for s in plan.settings}}
-    stoppers = {(s.stoppers, s.reps): Reasons(make_stopper(replace(plan.stop, stoppers=s.stoppers), s.reps))
+    stoppers = {(s.stoppers, s.reps): StopTable(make_stopper(replace(plan.stop, stoppers=s.stoppers), s.reps))
                 for s in plan.settings}
     k = plan.problems
     for t in range(trials):

@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from solver.config import Config
+from solver.files import atomic_write
 from solver.offline.frontier import AXES, Axis, PickRule, cost, dominance_gap, frontier, pick
 from solver.offline.pools import ProblemPool, SimulationError
 from solver.offline.simulate import SimulationReport, SimulationRequest, load, simulate_pools, validate
@@ -109,10 +110,8 @@ def config_text(report: TuneReport) -> str:
 
 
 def write_config(report: TuneReport, path: Path) -> Path:
-    """The chosen config, replaced whole (a temporary file renamed over it)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(config_text(report), encoding="utf-8")
-    tmp.replace(path)
+    """The chosen config, replaced whole (atomically)."""
+    atomic_write(path, config_text(report))
     return path
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from solver.files import atomic_write
 from solver.offline.frontier import AXIS_LABELS, Axis, cost, frontier
 from solver.offline.html_report import Image, Page, Preformatted, Section, Table, render
 from solver.report import markdown_table
@@ -228,7 +229,5 @@ def _histogram_settings(report: TuneReport) -> list[Summary]:
 
 
 def _replace(path: Path, text: str) -> Path:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    atomic_write(path, text)
     return path

@@ -32,3 +32,27 @@ def test_budget_problems_set_by_the_user_is_kept(tmp_path: Path):
     file = tmp_path / "c.yaml"
     file.write_text("budget:\n  problems: 9\n")
     assert solve(tmp_path / "b", "--limit", "2", "--config", str(file))["budget"]["problems"] == 9
+
+
+def test_solve_prints_the_report_it_wrote_and_a_resume_reads_the_log_once(tmp_path: Path):
+    done = subprocess.run(solver_cmd("solve", "--engine", "replay", "--from", str(FIXTURE), "--out",
+                                     str(tmp_path / "run"), "--reps", "2", "--limit", "2", "--set",
+                                     "engine.replay_time_scale=0"),
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert done.stdout == report + f"run directory: {tmp_path / 'run'}\n"
+    assert (tmp_path / "run" / "answers.csv").read_text().startswith("id,answer\ndemo-01,")
+    again = subprocess.run(solver_cmd("solve", "--resume", str(tmp_path / "run")), capture_output=True, text=True,
+                           timeout=300, cwd=ROOT)
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "run" / "report.md").read_text() == report  # nothing left to solve: the same records
+
+
+def test_a_config_file_that_is_not_a_mapping_is_one_line_and_exit_2(tmp_path: Path):
+    file = tmp_path / "c.yaml"
+    file.write_text("- reps: 4\n")
+    done = subprocess.run(solver_cmd("solve", "demo", "--config", str(file), "--out", str(tmp_path / "run")),
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 2 and not (tmp_path / "run").exists()
+    assert done.stderr.strip() == f"solver: error: config {file} must hold sections of keys (a mapping), not a list"

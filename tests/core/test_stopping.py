@@ -19,18 +19,15 @@ from solver.core.stopping import (
     lead,
     lossless,
     margin,
-    confidence_threshold,
     esc,
-    group_confidences,
-    lowest_group_confidence,
     make_stopper,
     max_reps,
     parse_stopper,
     stop_reason,
-    token_confidence,
     top_counts,
     ztest,
 )
+from solver.core.confidence import confidence_threshold, group_confidences, lowest_group_confidence, token_confidence
 from solver.types import Ballot, VoteState
 
 EMPTY = VoteState((), 8)

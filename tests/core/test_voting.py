@@ -8,7 +8,7 @@ import pytest
 
 from solver.config import AnswerConfig, ConfigError, VoteConfig
 from solver.types import Answer, Ballot, Repetition, RepetitionStatus, Turn
-from solver.core.voting import VOTERS, decide, make_voter, tally, vote_state
+from solver.core.voting import VOTERS, decide, make_voter, tally
 
 RULES = AnswerConfig()
 
@@ -116,16 +116,6 @@ def test_decide_falls_back_to_the_default_answer() -> None:
     assert decide(v, [], "0") == "0"
     assert decide(v, [None, None], "0") == "0"
     assert decide(v, [None, Ballot("12")], "0") == "12"
-
-
-def test_vote_state_counts_only_voting_repetitions_in_given_order() -> None:
-    v = voter("majority")
-    reps = [rep(("4", "boxed")), rep(("5", "boxed"), status="cancelled"), rep(), rep(("4", "boxed"), status="length"),
-            rep(("6", "boxed"), status="error")]
-    state = vote_state(v, reps, 8)
-    assert state.ballots == (Ballot("4"), None, Ballot("4"))
-    assert state.max_repetitions == 8
-    assert state.counts == {"4": 2.0}
 
 
 def test_permuting_ballots_never_changes_the_tally_or_an_order_free_winner() -> None:

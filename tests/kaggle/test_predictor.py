@@ -259,6 +259,9 @@ def test_scripted_run_dir_logs_calls_and_repetitions(tmp_path: Path) -> None:
     assert [r.problem_id for r in records.results] == ["p1"]
     assert len([r for r in records.repetitions if r.status == "done"]) == 2
     assert '"status": "solved"' in (tmp_path / "run" / "calls.jsonl").read_text()
+    # Written at close through the same run-directory session as solver solve: the answers and the report.
+    assert (tmp_path / "run" / "answers.csv").read_text() == f"id,answer\np1,{records.results[0].answer}\n"
+    assert "| p1 |" in (tmp_path / "run" / "report.md").read_text()
 
 
 # ---- the real engine ----------------------------------------------------------------------------------------

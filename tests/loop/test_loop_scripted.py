@@ -254,10 +254,10 @@ def test_scripted_engine_requests_carry_sampling_extra_and_launch_order_priority
 
 
 def test_scripted_engine_repetition_confidence_is_the_core_window_also_for_short_traces():
-    """The loop's online window is core.stopping.ConfidenceWindow: a repetition shorter than one window gets its
+    """The loop's online window is core.confidence.ConfidenceWindow: a repetition shorter than one window gets its
     mean as its group confidence (as lowest_group_confidence says offline), not None; a longer one the lowest
     full-window mean."""
-    from solver.core.stopping import lowest_group_confidence
+    from solver.core.confidence import lowest_group_confidence
 
     for window in (8, 100):  # 41 tokens: several windows of 8, less than one of 100
         engine = ConfidentScriptedEngine(lambda r: "")

@@ -21,15 +21,15 @@ from solver.offline.sweep_analysis import analyse, simulate_problem
 from solver.offline.sweep_output import PLOTS, load_sweep, write_outputs
 from solver.offline.sweep_runs import plan_runs, reusable_config
 from solver.offline.sweep_spec import SweepError, SweepSpec, spec_from_dict, stopper_for
-from solver.types import Problem
+from solver.types import Ballot, Problem
 from solver.core.voting import make_voter
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def rep(index: int, answer: str | None, seconds: float, tokens: int = 100) -> GradedRepetition:
-    return GradedRepetition(index, "done" if answer else "error", answer, 1.0 if answer else 0.0, None, seconds,
-                            tokens, 1)
+    return GradedRepetition(index, "done" if answer else "error", Ballot(answer) if answer else None, None,
+                            seconds, tokens, 1)
 
 
 MAJORITY = make_voter(Config().vote, Config().answers)
@@ -49,6 +49,18 @@ def test_simulation_of_one_problem_schedules_votes_and_stops() -> None:
     nothing = simulate_problem([rep(0, None, 1.0)], [0], 1, 1, MAJORITY, plain, "0")
     assert (nothing.answer, nothing.finished) == ("0", 1)  # the default answer
     assert simulate_problem(pool, [2, 3, 0, 1, 4], 2, 2, MAJORITY, plain, "0").answer == "5"  # 5 and no answer
+
+
+def test_the_replay_weighs_unrated_ballots_as_the_confidence_voter_does_online() -> None:
+    """A repetition without logprobs weighs the mean of the rated ones in the live vote; the sweep's replay must
+    see the same ballot, not a rated one of weight 1."""
+    from solver.core.voting import UnratedBallot
+
+    confidence = make_voter(Config().replace({"vote.voter": "confidence"}).vote, Config().answers)
+    ballots = [Ballot("7", 10.0), UnratedBallot("3"), UnratedBallot("3")]
+    pool = [GradedRepetition(i, "done", b, None, 1.0 + i, 100, 1) for i, b in enumerate(ballots)]
+    replayed = simulate_problem(pool, [0, 1, 2], 3, 3, confidence, stopper_for("none", 3), "0")
+    assert replayed.answer == confidence.winner(ballots) == "3"  # 10 + 10 against 10
 
 
 def test_spec_parsing_and_errors() -> None:

@@ -9,7 +9,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from solver.core.stopping import token_confidence
+from solver.core.confidence import token_confidence
 from solver.types import Delta, FinishReason, GenerationRequest
 
 _FINISH: dict[str, FinishReason] = {"stop": "stop", "length": "length", "abort": "abort", "error": "error"}
@@ -89,7 +89,7 @@ def resume_body(body: dict[str, Any], sent_ids: Sequence[int], sent_text: str) -
 
 
 def token_confidences(top_logprobs: Sequence[dict[str, float] | None] | None, k: int) -> tuple[float, ...]:
-    """Per-token confidence (``core.stopping.token_confidence``) from the server's top logprobs.
+    """Per-token confidence (``core.confidence.token_confidence``) from the server's top logprobs.
 
     The server lists the top-k candidates plus the sampled token when it is outside them; the k largest values
     are exactly the top-k.

@@ -1,0 +1,201 @@
+"""The running loop and the simulator decide alike.
+
+The same recorded draws are played through the live solve loop (``ProblemSolver`` with the replay engine, on
+virtual time, each turn taking its recorded time) and through the simulator's model
+(``solver.offline.model.play`` on ``solver.offline.pools.prepare``'s ballots); every registered voter and stopper
+must give the same stop reasons, answers and repetition counts (finished and launched), with and without
+a deadline. The recording is built by ``tests/data/eval_runs.py`` in the shape the loop writes (a python block,
+its output, a boxed answer; truncated repetitions; engine errors), with a random time per turn so that no two
+repetitions end at the same instant by accident.
+
+Code runs in no time here: the sandbox double executes the recorded snippet in this process (control flow only),
+so a repetition takes its turns' replay time, and that is the time the simulator is given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import io
+import random
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import virtual_time
+
+from solver.config import Config, load_config
+from solver.core.state import cast
+from solver.core.stopping import STOPPERS, make_stopper
+from solver.core.voting import VOTERS, make_voter
+from solver.engines.replay import ReplayEngine, TimingModel
+from solver.loop.problem import ProblemSolver
+from solver.offline.model import play
+from solver.offline.pools import ProblemPool, prepare
+from solver.runlog import RunLog, read_log
+from solver.types import Execution, Problem, ProblemResult, Repetition
+
+DATA = Path(__file__).parent / "data"
+REPS = 10
+TIMING = TimingModel()  # turns take their recorded time
+
+# Every registered stopper, at a parameter that fires on this recording.
+STOPPER_SPECS = {"agree_rules": "agree_rules", "agree": "agree:3", "ztest": "ztest:0.1", "beta": "beta:0.9",
+                 "esc": "esc:3", "lossless": "lossless", "margin": "margin:2", "hold": "hold:0.9",
+                 "futile": "futile:2", "max_reps": "max_reps"}
+
+
+def _eval_runs():
+    spec = importlib.util.spec_from_file_location("eval_runs", DATA / "eval_runs.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is being built
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Problem, list[Repetition]]]:
+    """Six problems x 10 repetitions: right, wrong and split answers, engine errors early and late (no ballot),
+    a truncated repetition (code answer only); each turn a random 0.2-3 s."""
+    eval_runs = _eval_runs()
+    rng = random.Random(11)
+    planned = eval_runs.planned_problems(REPS, seed=4)
+    errors = {"demo-02": (0,), "demo-03": (1, 2), "demo-06": (0, 1, 5)}
+    run_dir = tmp_path_factory.mktemp("recording") / "run"
+    with RunLog.create(run_dir, eval_runs.sweep_config(1, REPS)) as log:
+        for plan in planned:
+            log.append_problem(plan.problem)
+            answers = list(plan.answers)
+            for i in errors.get(plan.problem.id, ()):
+                answers[i] = None
+            for i, value in enumerate(answers):
+                rep = eval_runs.repetition(plan.problem.id, i, value, truncated=i in plan.truncated,
+                                           seconds_per_token=0.05, rng=rng)
+                turns = tuple(replace(t, duration_s=rng.uniform(0.2, 3.0)) for t in rep.turns)
+                log.append(replace(rep, turns=turns))
+    records = read_log(run_dir)
+    finished = records.finished()
+    return {p.id: (p, finished[p.id]) for p in records.problems}
+
+
+def recorded_seconds(rep: Repetition) -> float:
+    return sum(TIMING.seconds(t) for t in rep.turns)
+
+
+class InProcessSandbox:
+    """Runs a recorded snippet with ``exec`` in this process in no time (a control-flow double: the recording's
+    snippets only assign and print)."""
+
+    async def run(self, code: str, *, timeout_s: float | None = None) -> Execution:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(code, "<recorded>", "exec"), {})
+        return Execution(code, "ok", out.getvalue(), "", 0.0)
+
+    async def close(self) -> None:
+        return None
+
+
+def draw_orders(n: int) -> list[list[int]]:
+    """The recorded order and two random ones (each a draw of every recorded repetition)."""
+    rng = np.random.default_rng(5)
+    return [list(range(n))] + [rng.permutation(n).tolist() for _ in range(2)]
+
+
+def config_for(voter: str, stopper: str, workers: int) -> Config:
+    return load_config("tiny", overrides={
+        "engine.name": "replay", "solve.reps": REPS, "solve.workers": workers, "vote.voter": voter,
+        "stop.stoppers": [stopper], "stop.confidence_warmup": 0, "sampling.max_turns": 4,
+        "sampling.max_tokens": 10_000, "sampling.max_total_tokens": 100_000})
+
+
+def live(config: Config, recording, orders: dict[str, list[int]], deadline_s: float | None) -> dict[str, ProblemResult]:
+    """Every problem solved at once by one solver on the replay engine, on virtual time from 0."""
+    engine = ReplayEngine({pid: [reps[i] for i in orders[pid]] for pid, (_, reps) in recording.items()}, TIMING)
+
+    async def main() -> list[ProblemResult]:
+        solver = ProblemSolver(config, engine, InProcessSandbox(), clock=virtual_time.clock())  # type: ignore[arg-type]
+        return await asyncio.gather(*(solver.solve(problem, deadline=deadline_s)
+                                      for problem, _ in recording.values()))
+
+    return {r.problem_id: r for r in virtual_time.run(main())}
+
+
+def simulated(config: Config, recording, orders: dict[str, list[int]], deadline_s: float | None):
+    voter = make_voter(config.vote, config.answers)
+    stopper = make_stopper(config.stop, REPS)
+    pools = [ProblemPool(problem, tuple(reps)) for problem, reps in recording.values()]
+    out = {}
+    for prep, (problem, reps) in zip(prepare(pools, [config.vote.voter], config, None), recording.values()):
+        order = orders[problem.id]
+        ballots = [prep.ballots[config.vote.voter][i] for i in order]
+        seconds = [recorded_seconds(reps[i]) for i in order]
+        out[problem.id] = play(ballots, seconds, [1.0] * len(order), voter=voter, stopper=stopper,
+                               default=config.answers.default, workers=config.solve.workers, deadline_s=deadline_s)
+    return out
+
+
+def test_the_registry_is_covered() -> None:
+    assert set(STOPPER_SPECS) == set(STOPPERS.names())
+
+
+def test_virtual_time_jumps_and_stands_still_while_a_thread_works() -> None:
+    async def main() -> tuple[float, float]:
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(3600.0)
+        slept = loop.time()
+        await asyncio.to_thread(sum, range(10**6))
+        return slept, loop.time()
+
+    assert virtual_time.run(main()) == (3600.0, 3600.0)
+
+
+def test_the_replay_reproduces_the_recorded_ballots(recording) -> None:
+    """The live loop's repetitions vote as recorded (else the comparison below would compare different draws)."""
+    config = config_for("majority", "max_reps", 3)
+    seen: list[Repetition] = []
+    engine = ReplayEngine({pid: reps for pid, (_, reps) in recording.items()}, TIMING)
+
+    async def main() -> None:
+        solver = ProblemSolver(config, engine, InProcessSandbox(), clock=virtual_time.clock(),  # type: ignore[arg-type]
+                               on_repetition=seen.append)
+        await asyncio.gather(*(solver.solve(problem) for problem, _ in recording.values()))
+
+    virtual_time.run(main())
+    voter = make_voter(config.vote, config.answers)
+    by_key = {(r.problem_id, r.index): r for r in seen}
+    assert len(by_key) == sum(len(reps) for _, reps in recording.values())
+    for pid, (_, reps) in recording.items():
+        for rep in reps:
+            replayed = by_key[(pid, rep.index)]
+            assert (replayed.status, cast(voter, replayed)) == (rep.status, cast(voter, rep)), (pid, rep.index)
+    statuses = {r.status for r in seen}
+    assert {"done", "length", "error"} <= statuses
+
+
+@pytest.mark.parametrize("voter", sorted(VOTERS.names()))
+@pytest.mark.parametrize("stopper", sorted(STOPPER_SPECS.values()))
+def test_the_live_loop_and_the_simulator_decide_alike(recording, voter: str, stopper: str) -> None:
+    decided = []
+    for workers in (1, 3):
+        for number, order in enumerate(draw_orders(REPS)):
+            orders = {pid: order for pid in recording}
+            full = simulated(config_for(voter, stopper, workers), recording, orders, None)
+            # A deadline that falls inside most problems' runs, away from any finish.
+            deadline = 0.6 * float(np.median([o.seconds for o in full.values()])) + 1e-3 * number
+            for deadline_s in (None, deadline):
+                config = config_for(voter, stopper, workers)
+                sim = simulated(config, recording, orders, deadline_s)
+                got = live(config, recording, orders, deadline_s)
+                for pid, outcome in sim.items():
+                    result = got[pid]
+                    where = (pid, workers, number, deadline_s)
+                    assert (result.stopped_by, result.answer, result.repetitions, result.launched) == \
+                        (outcome.stopped_by, outcome.answer, outcome.finished, outcome.launched), where
+                    decided.append(outcome.stopped_by)
+    # The comparison saw the deadline and (but for max_reps itself) the stopper fire, not only the limit.
+    assert "deadline" in decided
+    assert stopper == "max_reps" or any(d not in ("deadline", "max_reps") for d in decided)
