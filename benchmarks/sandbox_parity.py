@@ -2,7 +2,7 @@
 what the model is shown compared with what the recording harness's IPython kernel showed it.
 
     python benchmarks/sandbox_parity.py [--attempts N | --only PROBLEM:K ...] [--timeout S] [--jobs J]
-                                        [--preset NAME] [--dump PATH]
+                                        [--preset NAME] [--display repr|ipython] [--dump PATH]
 
 The attempts (``../shared/data/replay/gptoss120b_aimo3_dev.jsonl.xz``, read at run time, never copied) were
 recorded by the AIMO3 public harness (``tonghuikang/aimo3``, ``notebook.py``): one IPython kernel per attempt, the
@@ -10,7 +10,8 @@ starter cell first, each call's output joined into one tool message. Here each a
 of a pool built from the preset's sandbox settings (``h100-gptoss``: ``display: ipython``, the harness's starter
 cell and interrupt grace) with the harness's 120 s limit (``--timeout``); its calls run in order, and
 ``describe_execution`` with the preset's output style gives the text the model would be shown, compared with the
-recorded tool message.
+recorded tool message. ``--display repr`` runs the same calls through the sandbox's own runner instead, for
+comparison.
 
 Prints the share of identical texts (all calls, and outside calls that hit the time limit on either side, the
 target), every difference by family with a count and one example, and how many calls take longer than the preset's
@@ -50,7 +51,8 @@ HARNESS_TIMEOUT_S = 120.0  # LocalJupyterSession(timeout=120.0); its tool descri
 
 # Families of differences, in the order they are tried: the first that explains a difference names it.
 FAMILIES = ("timeout", "after a timeout", "output cap", "memory", "object addresses", "file paths",
-            "ordering (sets, dicts)", "timing", "randomness", "warnings", "really different")
+            "whitespace only (wrapping)", "traceback layout", "ordering (sets, dicts)", "timing", "randomness",
+            "warnings", "really different")
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
 _PATH_FRAME = re.compile(r"File (?:~|/)\S*?:\d+")  # IPython's "File ~/.../formatters.py:770 in __call__"
 _PATH = re.compile(r"(?:~|/)[\w./-]*/(?:site-packages|lib/python\d\.\d+)/[\w./-]*")
@@ -140,6 +142,10 @@ def family(outcome: Outcome, earlier: Sequence[Outcome], style: OutputStyle) -> 
         return "object addresses"
     if _normalised_paths(ours) == _normalised_paths(recorded):
         return "file paths"
+    if "".join(ours.split()) == "".join(recorded.split()):
+        return "whitespace only (wrapping)"
+    if _error_line(ours) is not None and _error_line(ours) == _error_line(recorded):
+        return "traceback layout"
     if sorted(_TOKENS.findall(ours)) == sorted(_TOKENS.findall(recorded)):
         return "ordering (sets, dicts)"
     if _TIMING.search(code):
@@ -149,6 +155,14 @@ def family(outcome: Outcome, earlier: Sequence[Outcome], style: OutputStyle) -> 
     if "Warning:" in ours and "Warning:" not in recorded:
         return "warnings"
     return "really different"
+
+
+def _error_line(text: str) -> str | None:
+    """The exception line that ends a traceback (``ValueError: ...``), when the text ends with one."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines or not any(line.startswith(("Traceback", "  Cell In[", "  File ")) for line in lines):
+        return None
+    return lines[-1]
 
 
 def _normalised_paths(text: str) -> str:
@@ -287,13 +301,18 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=HARNESS_TIMEOUT_S, help="seconds per call (default 120)")
     parser.add_argument("--jobs", type=int, default=2, help="attempts run at once (default 2)")
     parser.add_argument("--preset", default="h100-gptoss", help="sandbox settings and output style")
+    parser.add_argument("--display", choices=("repr", "ipython"), default=None,
+                        help="the sessions' display (default: the preset's), to compare the two")
     parser.add_argument("--dump", type=Path, default=None, help="write every call's texts here (JSON lines)")
     args = parser.parse_args()
     if (args.attempts is not None and args.attempts < 1) or args.jobs < 1 or args.timeout <= 0:
         parser.error("--attempts and --jobs must be >= 1 and --timeout > 0")
     if not ATTEMPTS.is_file():
         parser.error(f"no real attempts at {ATTEMPTS} (../shared is not beside this checkout)")
-    config = load_config(args.preset)
+    overrides = {"sandbox.code_mode": "stateful"}
+    if args.display is not None:
+        overrides["sandbox.display"] = args.display
+    config = load_config(args.preset, overrides=overrides)
     style = OutputStyle.from_config(config.prompt)
     chosen = [(name, attempt_calls(attempt))
               for name, attempt in select(read_attempts(ATTEMPTS), args.attempts, args.only)]
