@@ -337,6 +337,9 @@ KEEPS_STATE = {"python_while_true", "sleep", "ignores_sigterm", "raise_cpu_limit
                "clear_parent_death_signal", "python_list", "growing_list", "numpy_ones", "bytes_repeat",
                "stdout_flood", "stderr_flood", "background_sleep", "double_fork_setsid_daemon", "new_session_popen",
                "daemon_ignoring_signals", "grandchild_keeps_stdout", "sys_exit_zero", "sys_exit_one", "input"}
+# Statuses a kernel session may also end with: IPython's Plain traceback lists every frame of a RecursionError
+# (~70 KB for 1000 frames, as a kernel sends it), past this suite's 4 KB cap.
+IPYTHON_ALSO = {"recursion_error": ("truncated",)}
 HOST_PID = "import os\nprint(os.readlink('/proc/self'))"  # /proc is the host's: the session's pid as we see it
 
 ORDINARY = [
@@ -399,8 +402,9 @@ def server() -> Iterator[tuple[int, list[str]]]:
 @pytest.fixture(scope="module")
 def kernel_pool(loop: asyncio.AbstractEventLoop, subreaper: set[int]) -> Iterator[ProcessPoolSandbox]:
     """A second pool, whose sessions run their calls through IPython's shell (``display: ipython``)."""
-    sandbox = ProcessPoolSandbox(dataclasses.replace(CONFIG, code_mode="stateful", display="ipython"),
-                                 namespaces=NAMESPACES)
+    # A kernel's namespace has no preamble names: the starter cell defines them, as the cases expect.
+    config = dataclasses.replace(CONFIG, code_mode="stateful", display="ipython", starter_code=CONFIG.preamble)
+    sandbox = ProcessPoolSandbox(config, namespaces=NAMESPACES)
     loop.run_until_complete(sandbox.start())
     yield sandbox
     loop.run_until_complete(sandbox.close())
@@ -486,7 +490,8 @@ def test_hostile_call_in_a_session_leaves_other_sessions_intact(
         seen = loop.run_until_complete(witness.run("witness"))
     finally:
         loop.run_until_complete(session.close())
-    assert result.status in item.expected, (result.status, result.stdout[-300:], result.stderr[-600:])
+    expected = item.expected + (IPYTHON_ALSO.get(item.name, ()) if display == "ipython" else ())
+    assert result.status in expected, (result.status, result.stdout[-300:], result.stderr[-600:])
     assert wall <= TIMEOUT_S + GRACE_S + OVER_LIMIT_S, wall
     assert len(result.stdout) <= CAP and len(result.stderr) <= CAP
     # The state is kept exactly when the result does not say it is lost.

@@ -126,6 +126,6 @@ class KernelCells:
         with guard:
             result = self.shell.run_cell(code, store_history=True)
         error = result.error_before_exec or result.error_in_exec
-        if error is None:
-            return "ok"
+        if error is None or (isinstance(error, SystemExit) and error.code in (None, 0)):
+            return "ok"  # sys.exit(0) ends a cell cleanly, as in the repr runner (IPython still shows its note)
         return "memory" if isinstance(error, MemoryError) else "error"

@@ -183,14 +183,15 @@ class Template:
                 session.call, session.deadline, session.kill_at = None, math.inf, math.inf
 
     def interrupt(self, session: Session) -> None:
-        """KeyboardInterrupt in the session's call; killed unless the call ends within the grace period. The signal
-        goes to the session's process group (it and the children the call started there), as Jupyter interrupts a
-        kernel (jupyter_client signals the kernel's process group)."""
+        """KeyboardInterrupt in the session's call; killed unless the call ends within the grace period. Only the
+        session's process gets it (Jupyter signals a kernel's whole process group): Python children a call forked
+        share its handler, and a fork bomb's hundreds of tracebacks would flood the output; the children are
+        killed when the call ends."""
         if session.kill_at < math.inf or session.killed:
             return
         session.kill_at = time.monotonic() + self.settings.interrupt_grace_s
         try:
-            os.killpg(session.pid, signal.SIGINT)  # its own group since isolate()'s setsid
+            os.kill(session.pid, signal.SIGINT)
         except ProcessLookupError:
             pass  # died meanwhile; reaped below
 
