@@ -204,6 +204,12 @@ class ProcessPoolSandbox:
                 # now; the slot stays taken until the template reports the end.
                 late = True
                 template.kill(flight)
+                if session is not None:
+                    # Answered as lost, so make it lost: the template's grace period counts from the call's later
+                    # arrival there, and the call could still end inside it, keeping names the model was told
+                    # are gone.
+                    with contextlib.suppress(SandboxError):
+                        template.send({"op": "end", "sid": session.sid})
                 self._watch_teardown(template, flight)
             exit_ = flight.exit
             # "ok", or for a session call "ok 3" (the call's number in its process; 1: a new, empty process),
@@ -221,7 +227,7 @@ class ProcessPoolSandbox:
                 stderr += SANDBOX_NOTE + exit_.note
             state_lost = False
             if session is not None:
-                # Answered late: the template kills the session at the end of the grace period, if not yet.
+                # Answered late: the session was ended above (the template kills it, if not yet dead).
                 state_lost = session.settle_state(reported=outcome is not None and not late,
                                                   fresh=words[1:2] == ["1"])
             return Execution(code, status, out.text(), stderr, time.monotonic() - begun, state_lost=state_lost)
