@@ -7,6 +7,7 @@ every run (``config.yaml``) so a run can be reproduced or replayed.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import types
 import typing
 from collections.abc import Mapping
@@ -132,6 +133,15 @@ class SandboxConfig:
     # it; stateful: one Python session per repetition (``Sandbox.session()``), names survive between calls.
     code_mode: Literal["newest", "accumulate", "stateful"] = "newest"
     repl: bool = True  # show the value of a final bare expression, like a REPL
+    # How a stateful session runs and shows its calls: repr (the value of a final bare expression printed with
+    # repr, tracebacks of <cell N>, the preamble's names defined) or ipython (IPython's own shell, as a Jupyter
+    # kernel: its pretty printer, %xmode Plain tracebacks of Cell In[N], a kernel's empty namespace; the preamble
+    # then only makes its imports warm). docs/sandbox.md, "The jupyter display".
+    display: Literal["repr", "ipython"] = "repr"
+    starter_code: str = ""  # a cell run first in every session process (imports, seeds); its output is not shown
+    # A session call interrupted at its limit that has not stopped this long after is killed, with the session's
+    # state; an interrupted Python loop stops within microseconds, so this only waits for C code to return.
+    interrupt_grace_s: float = 0.5
 
     def __post_init__(self) -> None:
         _check(self.workers >= 0, "sandbox.workers must be >= 0")
@@ -140,6 +150,12 @@ class SandboxConfig:
         _check(self.disk_mb >= 1, "sandbox.disk_mb must be >= 1")
         _check(self.code_mode in ("newest", "accumulate", "stateful"),
                "sandbox.code_mode must be newest, accumulate or stateful")
+        _check(self.display in ("repr", "ipython"), "sandbox.display must be repr or ipython")
+        _check(self.display == "repr" or self.code_mode == "stateful",
+               "sandbox.display ipython shows stateful sessions: set sandbox.code_mode to stateful")
+        _check(self.display == "repr" or importlib.util.find_spec("IPython") is not None,
+               "sandbox.display ipython needs IPython installed (pip install ipython)")
+        _check(self.interrupt_grace_s >= 0, "sandbox.interrupt_grace_s must be >= 0")
 
 
 @dataclass(frozen=True)

@@ -189,7 +189,8 @@ class TemplateProcess:
         settings = {"parent_pid": os.getpid(), "control_fd": theirs.fileno(), "base_dir": base_dir,
                     "preamble": config.preamble, "memory_mb": config.memory_mb, "disk_mb": disk_mb,
                     "spares": spares, "workers": workers, "namespaces": namespaces, "sessions": sessions,
-                    "interrupt_grace_s": interrupt_grace_s}
+                    "interrupt_grace_s": interrupt_grace_s, "display": config.display,
+                    "starter_code": config.starter_code}
         log_path = os.path.join(base_dir, "template.log")
         process = None
         try:

@@ -41,7 +41,6 @@ EOF_GRACE_S = 0.25  # after a snippet's tree is gone its pipes are at EOF; this 
 REPORT_BYTES = 64
 SANDBOX_NOTE = "\n[sandbox] "
 MAX_SESSIONS = 64  # live sessions per pool by default: an idle one is a sleeping process with ~6 MB of its own
-INTERRUPT_GRACE_S = 0.5  # an interrupted Python loop stops within microseconds; this covers a loaded machine
 END_WAIT_S = 5.0  # close() waits this long for the kernel to tear a session's tree down (a fork bomb's takes seconds)
 
 
@@ -84,19 +83,20 @@ class ProcessPoolSandbox:
     processes wait forked ahead (default: one per worker); ``namespaces=False`` skips every namespace (the
     layers that remain are listed in docs/sandbox.md), for hosts where they misbehave. ``max_sessions`` caps
     the live stateful sessions (``session()`` waits for a free place beyond it), so that a run cannot exhaust
-    memory with them; ``interrupt_grace_s`` is how long an interrupted session call may take to stop before the
-    session is killed. ``busy`` bounds the default worker count (``default_workers``) when ``config.workers``
+    memory with them; ``interrupt_grace_s`` (default ``config.interrupt_grace_s``) is how long an interrupted session
+    call may take to stop before the session is killed. ``busy`` bounds the default worker count (``default_workers``) when ``config.workers``
     is 0.
     """
 
     def __init__(self, config: SandboxConfig, *, disk_mb: int = 64, spares: int | None = None,
                  namespaces: bool = True, max_sessions: int = MAX_SESSIONS,
-                 interrupt_grace_s: float = INTERRUPT_GRACE_S, busy: int | None = None) -> None:
-        if max_sessions < 1 or interrupt_grace_s < 0:
+                 interrupt_grace_s: float | None = None, busy: int | None = None) -> None:
+        grace_s = config.interrupt_grace_s if interrupt_grace_s is None else interrupt_grace_s
+        if max_sessions < 1 or grace_s < 0:
             raise ValueError("max_sessions must be >= 1 and interrupt_grace_s >= 0")
         self.config = config
         self.max_sessions = max_sessions
-        self.interrupt_grace_s = interrupt_grace_s
+        self.interrupt_grace_s = grace_s
         self._live = asyncio.Semaphore(max_sessions)
         self._next_sid = 0
         self.workers = config.workers or default_workers(busy)
@@ -204,6 +204,12 @@ class ProcessPoolSandbox:
                 # now; the slot stays taken until the template reports the end.
                 late = True
                 template.kill(flight)
+                if session is not None:
+                    # Answered as lost, so make it lost: the template's grace period counts from the call's later
+                    # arrival there, and the call could still end inside it, keeping names the model was told
+                    # are gone.
+                    with contextlib.suppress(SandboxError):
+                        template.send({"op": "end", "sid": session.sid})
                 self._watch_teardown(template, flight)
             exit_ = flight.exit
             # "ok", or for a session call "ok 3" (the call's number in its process; 1: a new, empty process),
@@ -221,7 +227,7 @@ class ProcessPoolSandbox:
                 stderr += SANDBOX_NOTE + exit_.note
             state_lost = False
             if session is not None:
-                # Answered late: the template kills the session at the end of the grace period, if not yet.
+                # Answered late: the session was ended above (the template kills it, if not yet dead).
                 state_lost = session.settle_state(reported=outcome is not None and not late,
                                                   fresh=words[1:2] == ["1"])
             return Execution(code, status, out.text(), stderr, time.monotonic() - begun, state_lost=state_lost)

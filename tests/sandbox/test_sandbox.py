@@ -317,7 +317,13 @@ def test_the_template_imports_nothing_of_the_solver(loop, pool) -> None:
     assert (result.status, result.stdout) == ("ok", "[]\n")  # snippets are forks of the template
 
 
+def test_the_template_imports_ipython_only_for_the_ipython_display(loop, pool) -> None:
+    result = run(loop, pool, "import sys\nprint('IPython' in sys.modules)")
+    assert (result.status, result.stdout) == ("ok", "False\n")  # this pool's sessions use the repr runner
+
+
 def test_the_worker_package_imports_the_standard_library_and_itself_only() -> None:
+    """And IPython in ``kernel.py``, the ``ipython`` display's runner, which only that display imports."""
     import ast
     import sys
     from pathlib import Path
@@ -325,6 +331,8 @@ def test_the_worker_package_imports_the_standard_library_and_itself_only() -> No
     import solver.sandbox.worker as worker
 
     for path in sorted(Path(worker.__file__).parent.glob("*.py")):
+        allowed = sys.stdlib_module_names | {"__future__"} | ({"IPython", "traitlets"} if path.name == "kernel.py"
+                                                             else set())
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.level == 0:
                 names = [node.module or ""]
@@ -333,7 +341,7 @@ def test_the_worker_package_imports_the_standard_library_and_itself_only() -> No
             else:
                 continue  # relative imports stay inside the package
             for name in names:
-                assert name.split(".")[0] in sys.stdlib_module_names | {"__future__"}, (path.name, name)
+                assert name.split(".")[0] in allowed, (path.name, name)
 
 
 @pytest.mark.parametrize("cores,busy,workers", [(16, None, 15), (16, 4, 4), (16, 64, 15), (2, 8, 1), (1, 0, 1)])

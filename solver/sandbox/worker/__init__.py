@@ -29,8 +29,10 @@ Protocol (JSON, one message per datagram):
 
 Modules: ``syscalls`` (ctypes wrappers and Linux constants), ``layers`` (settings, the isolation layers and
 ``isolate``), ``snippet`` (running code with the REPL's rules; one snippet per process), ``session`` (a process
-that runs a repetition's calls in one namespace), ``spare`` (a forked process from isolation to its first
-request), ``template`` (the supervisor: spares, jobs, sessions, deadlines, reaping), ``bootstrap``
-(namespaces, the probe, the warm-up, ``main``). They import the standard library and each other only (relative
-imports), so the package runs under any name.
+that runs a repetition's calls in one namespace), ``kernel`` (a session's cells through IPython's shell, shown as a
+Jupyter kernel shows them: ``display: ipython``), ``spare`` (a forked process from isolation to its first
+request), ``records`` and ``template`` (the supervisor: spares, jobs, sessions, deadlines, reaping), ``bootstrap``
+(namespaces, the probe, the warm-up, IPython's shell and the starter cell's check, ``main``). They import the
+standard library and each other only (relative imports), so the package runs under any name; ``kernel`` imports
+IPython too, and is imported only when sessions display as a kernel.
 """

@@ -9,6 +9,7 @@ import platform
 import signal
 import socket
 import sys
+from contextlib import nullcontext
 from dataclasses import asdict
 
 from .layers import (PER_NAMESPACE_PID_MAX_KERNEL, SECCOMP_ARCH, Features, Settings, isolate, pool_cgroups,
@@ -16,6 +17,8 @@ from .layers import (PER_NAMESPACE_PID_MAX_KERNEL, SECCOMP_ARCH, Features, Setti
 from .syscalls import (CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWUSER, PR_SET_CHILD_SUBREAPER,
                        PR_SET_PDEATHSIG, landlock_abi, kernel_version, prctl, setns,
                        unshare)
+from .session import open_cells
+from .snippet import open_streams
 from .template import Template
 
 WARMUP = """
@@ -142,6 +145,42 @@ def warm(namespace: dict[str, object]) -> None:
     gc.collect()
 
 
+def prepare_sessions(settings: Settings, namespace: dict[str, object]) -> str | None:
+    """Build IPython's shell when sessions display as a kernel (before any fork, so every session has it), and
+    run the starter cell once in a throwaway process; a one-line error when either fails, else None."""
+    if settings.display == "ipython":
+        try:
+            from .kernel import prepare
+            prepare()
+        except Exception as exc:  # noqa: BLE001 - reported to the parent as a one-line error
+            return f"the sandbox could not start IPython: {type(exc).__name__}: {exc}".splitlines()[0]
+    if not settings.starter_code:
+        return None
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        status = 70
+        try:
+            os.close(read_end)
+            for target in (1, 2):
+                os.dup2(write_end, target)
+            streams = open_streams()
+            outcome = open_cells(settings.display, namespace).run(settings.starter_code, True, nullcontext())
+            for stream in streams:
+                stream.flush()
+            status = 0 if outcome == "ok" else 1
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as handle:
+        output = handle.read().decode("utf-8", errors="replace")
+    _pid, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) == 0:
+        return None
+    lines = [line for line in output.splitlines() if line.strip()]
+    return f"the sandbox starter cell failed: {lines[-1].strip() if lines else 'no output'}"
+
+
 def main(argv: list[str]) -> int:
     settings = Settings(**json.loads(argv[-1]))
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -163,6 +202,10 @@ def main(argv: list[str]) -> int:
         control.send(json.dumps({"op": "fatal", "error": message}).encode())
         return 2
     warm(namespace)
+    failure = prepare_sessions(settings, namespace)
+    if failure is not None:
+        control.send(json.dumps({"op": "fatal", "error": failure}).encode())
+        return 2
     wanted = Features(**{**asdict(features), "mount_namespace": settings.namespaces, "oom_score_adj": True,
                          "caps_dropped": True, "seccomp": platform.machine() in SECCOMP_ARCH,
                          "landlock": features.landlock_abi > 0, "cgroup": bool(cgroups),

@@ -64,6 +64,8 @@ class Settings:
     processes: int = 1024  # RLIMIT_NPROC: counted per user, and not enforced for root at all
     sessions: int = 0  # live stateful sessions at most; each adds a process and SESSION_MEMORY_MB to the cgroup
     interrupt_grace_s: float = 0.5  # a session call interrupted at its limit is killed if not ended this long after
+    display: str = "repr"  # session cells: repr (this package's runner) or ipython (IPython's shell, as a kernel)
+    starter_code: str = ""  # run first in every session process, its output discarded
 
 
 @dataclass

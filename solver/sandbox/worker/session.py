@@ -7,6 +7,11 @@ wall-time limit with SIGINT, which this process turns into ``KeyboardInterrupt``
 (never inside this runner's bookkeeping); if the call has not finished a grace period later, the template kills
 the session (init of its pid namespace: its whole tree) and the parent reports the state as lost. After every
 call, each process the call started is killed and reaped, so an idle session is one sleeping process.
+
+The cells run through one of two runners (``Settings.display``): ``repr``, this package's own (``run_snippet``: a
+final bare expression printed with ``repr``, tracebacks of ``<cell N>``, the preamble's names defined), or
+``ipython``, IPython's own shell showing what a kernel would (``kernel.KernelCells``). A starter cell
+(``Settings.starter_code``) runs first in every session process, its output discarded; it counts as a cell.
 """
 
 from __future__ import annotations
@@ -17,11 +22,41 @@ import resource
 import signal
 import socket
 import sys
+from contextlib import AbstractContextManager
 from types import FrameType, TracebackType
-from typing import NoReturn
+from typing import NoReturn, Protocol
 
+from .layers import Settings
 from .snippet import MSG_BYTES, SNIPPET_NAME, Outcome, finish, open_streams, read_code, run_snippet
 from .syscalls import PR_SET_CHILD_SUBREAPER, prctl
+
+
+class Cells(Protocol):
+    """Runs a session's cells one after another in one namespace, printing what the model is shown."""
+
+    def run(self, code: str, repl: bool, guard: AbstractContextManager[object]) -> Outcome: ...
+
+
+class PlainCells:
+    """This package's own runner (``display: repr``): the calls are ``<cell 1>``, ``<cell 2>``, ... in tracebacks,
+    a final bare expression is printed with ``repr``; the namespace starts as the preamble left it."""
+
+    def __init__(self, namespace: dict[str, object]) -> None:
+        self.namespace = namespace
+        self.count = 0
+
+    def run(self, code: str, repl: bool, guard: AbstractContextManager[object]) -> Outcome:
+        self.count += 1
+        return run_snippet(code, repl, self.namespace, f"<cell {self.count}>", guard)
+
+
+def open_cells(display: str, namespace: dict[str, object]) -> Cells:
+    """The session's runner for ``display``; IPython's was imported and built in the template (``kernel``)."""
+    if display == "ipython":
+        from .kernel import KernelCells
+
+        return KernelCells()
+    return PlainCells(namespace)
 
 
 class Interruptible:
@@ -46,21 +81,24 @@ def on_interrupt(_signum: int, _frame: FrameType | None) -> None:
 
 
 def serve_session(sock: socket.socket, request: dict[str, object], fds: list[int], namespace: dict[str, object],
-                  pid_namespace: bool) -> NoReturn:
+                  settings: Settings, pid_namespace: bool) -> NoReturn:
     """Serve calls until the template closes the socket or kills this process. Never returns."""
     null = os.open("/dev/null", os.O_RDWR)
-    os.dup2(null, 0)
+    for target in (0, 1, 2):
+        os.dup2(null, target)  # between calls, and during the starter cell, output goes nowhere
     sys.argv = [SNIPPET_NAME]
     if not pid_namespace:
         prctl(PR_SET_CHILD_SUBREAPER, 1)  # daemons a call starts come back here, to be killed after the call
     sock.setblocking(True)
     signal.signal(signal.SIGINT, on_interrupt)
     plumbing = Plumbing.now()
-    cell = 0
+    cells = open_cells(settings.display, namespace)
+    if settings.starter_code:
+        contained(cells, settings.starter_code, True, pid_namespace, plumbing)
+    call = 0
     while True:
-        cell += 1
-        outcome, cpu_s, report_fd = run_call(request, fds, namespace, f"<cell {cell}>", pid_namespace, null,
-                                             plumbing)
+        call += 1
+        outcome, cpu_s, report_fd = run_call(request, fds, cells, pid_namespace, null, plumbing)
         # The template hears of the end first: once the parent reads the report it may send the next call, and
         # the template must then find this one finished.
         sock.send(json.dumps({"op": "done", "id": request["id"], "cpu_s": round(cpu_s, 4)}).encode())
@@ -68,7 +106,7 @@ def serve_session(sock: socket.socket, request: dict[str, object], fds: list[int
         # before), then "interrupted" when the limit (or the parent's kill) interrupted it.
         note = " interrupted" if Interruptible.fired else ""
         try:
-            os.write(report_fd, f"{outcome} {cell}{note}\n".encode())
+            os.write(report_fd, f"{outcome} {call}{note}\n".encode())
         except OSError:
             pass  # the parent stopped waiting for this call (its caller was cancelled)
         os.close(report_fd)
@@ -103,20 +141,29 @@ class Plumbing:
         signal.pthread_sigmask(signal.SIG_SETMASK, self.mask)
 
 
-def run_call(request: dict[str, object], fds: list[int], namespace: dict[str, object], name: str,
-             pid_namespace: bool, null: int, plumbing: Plumbing) -> tuple[Outcome, float, int]:
-    """Run one call in this process's namespace; return its outcome, the CPU seconds it took (its children
-    included) and the report pipe, still to be written."""
+def run_call(request: dict[str, object], fds: list[int], cells: Cells, pid_namespace: bool, null: int,
+             plumbing: Plumbing) -> tuple[Outcome, float, int]:
+    """Run one call on its own pipes; return its outcome, the CPU seconds it took (its children included) and the
+    report pipe, still to be written."""
     code_fd, out_fd, err_fd, report_fd = fds
     for source, target in ((out_fd, 1), (err_fd, 2)):
         os.dup2(source, target)
         os.close(source)
     code = read_code(code_fd)
-    streams = open_streams()
     before = _cpu_s()
+    outcome = contained(cells, code, bool(request.get("repl", True)), pid_namespace, plumbing)
+    for target in (1, 2):
+        os.dup2(null, target)  # the call's pipes close here, so the parent sees their end
+    return outcome, _cpu_s() - before, report_fd
+
+
+def contained(cells: Cells, code: str, repl: bool, pid_namespace: bool, plumbing: Plumbing) -> Outcome:
+    """Run one cell with its output on fds 1 and 2, then leave the process as it was between calls: its signal
+    settings restored, every process the cell started killed and reaped, its output flushed."""
+    streams = open_streams()
     runner = os.getpid()
     try:
-        outcome = run_snippet(code, bool(request.get("repl", True)), namespace, name, Interruptible())
+        outcome = cells.run(code, repl, Interruptible())
     except BaseException:  # noqa: BLE001 - e.g. an interrupt that raced the end of the call: keep serving
         outcome = "error"
     if os.getpid() != runner:
@@ -128,9 +175,7 @@ def run_call(request: dict[str, object], fds: list[int], namespace: dict[str, ob
             stream.flush()
         except (OSError, ValueError):
             pass  # the parent stopped reading (output cap): what is left is not wanted
-    for target in (1, 2):
-        os.dup2(null, target)  # the call's pipes close here, so the parent sees their end
-    return outcome, _cpu_s() - before, report_fd
+    return outcome
 
 
 def end_children(pid_namespace: bool) -> None:

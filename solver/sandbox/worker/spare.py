@@ -31,7 +31,7 @@ def spare_main(sock: socket.socket, settings: Settings, features: Features, work
             os._exit(0)  # the template retired this spare
         request = json.loads(data)
         if request.get("session"):
-            serve_session(sock, request, fds, namespace, features.pid_namespace)
+            serve_session(sock, request, fds, namespace, settings, features.pid_namespace)
         sock.close()
         run_once(request, fds, namespace)
     except BaseException:  # noqa: BLE001 - a spare must never return into the template's loop

@@ -19,42 +19,10 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 
 from .layers import Features, Settings, remove_cgroups
+from .records import Job, Session, Spare
 from .snippet import MSG_BYTES
 from .spare import spare_main
 from .syscalls import CLONE_NEWPID, setns, unshare
-
-@dataclass
-class Spare:
-    pid: int
-    sock: socket.socket
-    workdir: str
-
-
-@dataclass
-class Job:
-    id: int
-    pid: int
-    deadline: float  # time.monotonic()
-    workdir: str
-    killed: bool = False
-    timed_out: bool = False
-
-
-@dataclass
-class Session:
-    """A spare that became a stateful session (``sid``, the parent's number): it lives until the parent ends it,
-    the template kills it, or it dies."""
-
-    sid: int
-    pid: int
-    sock: socket.socket
-    workdir: str
-    call: int | None = None  # id of the call it is running
-    deadline: float = math.inf  # interrupt the call then (time.monotonic())
-    kill_at: float = math.inf  # kill the session then, unless the interrupted call has ended
-    timed_out: bool = False
-    killed: bool = False
-    ending: bool = False  # the parent ended it: tell the parent once it is reaped
 
 
 @dataclass
@@ -215,7 +183,10 @@ class Template:
                 session.call, session.deadline, session.kill_at = None, math.inf, math.inf
 
     def interrupt(self, session: Session) -> None:
-        """KeyboardInterrupt in the session's call; killed unless the call ends within the grace period."""
+        """KeyboardInterrupt in the session's call; killed unless the call ends within the grace period. Only the
+        session's process gets it (Jupyter signals a kernel's whole process group): Python children a call forked
+        share its handler, and a fork bomb's hundreds of tracebacks would flood the output; the children are
+        killed when the call ends."""
         if session.kill_at < math.inf or session.killed:
             return
         session.kill_at = time.monotonic() + self.settings.interrupt_grace_s
