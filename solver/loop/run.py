@@ -44,7 +44,7 @@ def check_runnable(config: Config) -> None:
     from solver.engines import factory_path
     from solver.tiny_model import resolve_model
 
-    Rules.build(config.vote, config.answers, config.stop, config.solve.reps)
+    Rules.of(config)
     Template.load(config.prompt.template)
     check_dialect(config)  # harmony's vocabulary offline; a chat template that declares hermes's tool
     factory_path(config.engine.name)
