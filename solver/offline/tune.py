@@ -9,6 +9,7 @@ simulator's, so what it does not model (see ``solver/offline/simulate.py``) the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -32,13 +33,17 @@ DEFAULT_TRIALS = 200
 ADAPTIVE_CONSISTENCY = "beta"  # the registry name of the Adaptive-Consistency rule, the published reference
 
 
-def default_reps(smallest: int) -> tuple[int, ...]:
-    """Repetition caps to search: a quarter, a third, half, two thirds and all of the fewest recorded.
+def default_reps(sizes: Sequence[int]) -> tuple[int, ...]:
+    """Repetition caps to search: a quarter, a third, half, two thirds and all of the repetitions recorded for
+    three problems in four (their 25th percentile from the top), so the largest cap is drawn exactly for most
+    problems, whatever the sparsest one has (it is bootstrapped, and the report says what that costs).
 
-    >>> default_reps(30), default_reps(4), default_reps(1)
-    ((7, 10, 15, 20, 30), (1, 2, 4), (1,))
+    >>> default_reps([30] * 88), default_reps([4, 4, 5, 6]), default_reps([1] * 8 + [5] * 30 + [9] * 15)
+    ((7, 10, 15, 20, 30), (1, 2, 4), (1, 2, 3, 5))
     """
-    return tuple(sorted({max(1, smallest * a // b) for a, b in ((1, 4), (1, 3), (1, 2), (2, 3), (1, 1))}))
+    ordered = sorted(sizes)
+    cap = max(1, ordered[(len(ordered) - 1) // 4]) if ordered else 1
+    return tuple(sorted({max(1, cap * a // b) for a, b in ((1, 4), (1, 3), (1, 2), (2, 3), (1, 1))}))
 
 
 @dataclass(frozen=True)
@@ -67,7 +72,7 @@ def tune(req: SimulationRequest, rule: PickRule,
     sizes = [len(p.repetitions) for p in pools]
     if not sizes or max(sizes) == 0:
         raise SimulationError("the runs hold no finished repetitions")
-    full_req = replace(req, reps=req.reps or default_reps(min(sizes)), stoppers=req.stoppers or DEFAULT_STOPPERS)
+    full_req = replace(req, reps=req.reps or default_reps(sizes), stoppers=req.stoppers or DEFAULT_STOPPERS)
     report = simulate_pools(full_req, pools, config)
     summaries = report.summaries
     axes = [a for a in AXES if any(cost(s, a) > 0 for s in summaries)]
@@ -83,15 +88,20 @@ def tune(req: SimulationRequest, rule: PickRule,
 
 
 def chosen_config(report: TuneReport) -> dict[str, object]:
-    """The chosen setting as the config keys it decides (a file ``solver solve --config`` layers on a preset).
-    Workers are written only when the search varied them: otherwise they are the hardware's, not the policy's."""
+    """The chosen setting as the config keys it decides (a file ``solver solve --config`` and the Kaggle predictor
+    layer on a preset). Workers are written only when the search varied them: otherwise they are the hardware's,
+    not the policy's. Under a budget the time policy is written whole (the clamp, banking), so the file does not
+    depend on the preset's budget section."""
     s = report.choice.setting
-    data: dict[str, object] = {"vote": {"voter": s.voter}, "stop": {"stoppers": list(s.stoppers)},
-                               "solve": {"reps": s.reps}}
+    solve: dict[str, object] = {"reps": s.reps, "retry_reps": s.retry}
     if report.workers_given:
-        data["solve"] = {"reps": s.reps, "workers": s.workers}
+        solve["workers"] = s.workers
+    data: dict[str, object] = {"vote": {"voter": s.voter}, "stop": {"stoppers": list(s.stoppers)}, "solve": solve}
     if s.budget_s is not None:
-        data["budget"] = {"total_s": s.budget_s, "problems": report.choice.problems}
+        base = report.simulation.config.budget
+        low, high = s.clamp if s.clamp is not None else (base.min_s, base.max_s)
+        data["budget"] = {"total_s": s.budget_s, "problems": report.choice.problems, "min_s": low, "max_s": high,
+                          "banking": s.banking}
     return data
 
 

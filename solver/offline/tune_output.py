@@ -10,7 +10,7 @@ from solver.files import atomic_write
 from solver.offline.frontier import AXIS_LABELS, Axis, cost, frontier
 from solver.offline.html_report import Image, Page, Preformatted, Section, Table, render
 from solver.report import markdown_table
-from solver.offline.simulate_output import calibration_lines, summary_rows
+from solver.offline.simulate_output import calibration_lines, summary_rows, timing_text
 from solver.offline.summary import Summary
 from solver.offline.tune import TuneReport, config_text, stoppers_label, write_config
 
@@ -110,11 +110,14 @@ def markdown(report: TuneReport) -> str:
         "# Tuning: stopping rule × parameters × voter × repetitions", "",
         f"Runs: {', '.join(str(p) for p in req.run_dirs)}; {sim.pools} problems recorded, "
         f"{sim.recorded[0]}–{sim.recorded[1]} finished repetitions each; K = {k} problems per leaderboard run; "
-        f"{len(report.summaries)} settings × {req.trials} trials on common draws (seed {req.seed}, draw {req.draw}).",
+        f"{len(report.summaries)} settings × {req.trials} trials on common draws (seed {req.seed}, draw {req.draw}); "
+        f"timing: {timing_text(sim)}.",
         "",
         f"**Chosen** by the rule “{report.rule.text}”: **{c.setting.label}** — expected accuracy "
-        f"{accuracy(c):.2f} % (5–95 % of leaderboard runs: {band(c)}), {c.launched:.2f} repetitions launched per "
-        "problem" + (f", {c.tokens:.0f} tokens, {c.seconds:.1f} s" if not sim.zero_time else "") + ".",
+        f"{accuracy(c):.2f} % ({c.mean:.2f} ± {c.std:.2f} of {k}; 5–95 % of leaderboard runs: {band(c)}), "
+        f"{c.launched:.2f} repetitions launched per problem"
+        + (f", {c.tokens:.0f} tokens, {c.seconds:.1f} s per problem, {c.total_seconds:.0f} s per run, "
+           f"{c.cut:.2f} problems cut by the budget per run" if not sim.zero_time else "") + ".",
         "",
     ]
     if report.full:

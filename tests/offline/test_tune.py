@@ -180,12 +180,13 @@ def test_budgets_and_workers_are_searched_and_written(run: Path, tmp_path: Path)
     chosen = report.choice
     assert chosen.seconds <= 2.0
     data = chosen_config(report)
-    assert data["solve"] == {"reps": chosen.setting.reps, "workers": chosen.setting.workers}
+    assert data["solve"] == {"reps": chosen.setting.reps, "retry_reps": 0, "workers": chosen.setting.workers}
     from dataclasses import replace
 
     budgeted = next(s for s in report.summaries if s.setting.budget_s == 40.0)
-    assert chosen_config(replace(report, choice=budgeted))["budget"] == {"total_s": 40.0,
-                                                                        "problems": budgeted.problems}
+    base = report.simulation.config.budget
+    assert chosen_config(replace(report, choice=budgeted))["budget"] == {
+        "total_s": 40.0, "problems": budgeted.problems, "min_s": base.min_s, "max_s": base.max_s, "banking": False}
     assert "workers" not in chosen_config(tune(request(run, workers=()), PickRule()))["solve"]
 
 
