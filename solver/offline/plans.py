@@ -91,7 +91,8 @@ def limited(rep: Repetition, limits: Limits, rules: AnswerConfig) -> Repetition:
 
 def attempt_plan(rep: Repetition) -> AttemptPlan:
     """The requests an engine serves for ``rep``: prompt and generated tokens per turn, and the seconds its code
-    ran after each (``Execution.duration_s``; 0 where nothing ran and after the last turn).
+    ran after each (``Execution.duration_s``; 0 where nothing ran). A request the engine refused (an error with no
+    token: a prompt past the context, a failed engine) is no request: the attempt ends when it is refused.
 
     >>> from solver.types import Execution
     >>> rep = Repetition("p", 0, 0, "done", (Turn("a", 100, 50, "stop", 0.0, Execution("", "ok", "", "", 0.4)),
@@ -99,8 +100,6 @@ def attempt_plan(rep: Repetition) -> AttemptPlan:
     >>> attempt_plan(rep)
     AttemptPlan(prompts=(100, 160), tokens=(50, 60), tools=(0.4, 0.0))
     """
-    turns = rep.turns or (Turn("", 0, 0, "error", 0.0),)
-    last = len(turns) - 1
+    turns = [t for t in rep.turns if not (t.finish_reason == "error" and t.generated_tokens == 0)]
     return AttemptPlan(tuple(t.prompt_tokens for t in turns), tuple(t.generated_tokens for t in turns),
-                       tuple(t.execution.duration_s if t.execution is not None and k < last else 0.0
-                             for k, t in enumerate(turns)))
+                       tuple(t.execution.duration_s if t.execution is not None else 0.0 for t in turns))

@@ -23,15 +23,16 @@ from solver.timing.model import EngineTimeModel
 @dataclass(frozen=True)
 class AttemptPlan:
     """One attempt's requests: per request its prompt tokens, the tokens it decodes, and the seconds the attempt
-    spends after it before it sends the next (its tool call; 0 after the last request)."""
+    spends after it (its tool call) before it sends the next or, after the last, ends. No request: an attempt the
+    engine refused at once."""
 
     prompts: tuple[int, ...]
     tokens: tuple[int, ...]
     tools: tuple[float, ...]
 
     def __post_init__(self) -> None:
-        if not len(self.prompts) == len(self.tokens) == len(self.tools) or not self.prompts:
-            raise ValueError("an attempt plan needs one prompt, token count and tool time per request (at least one)")
+        if not len(self.prompts) == len(self.tokens) == len(self.tools):
+            raise ValueError("an attempt plan needs one prompt, token count and tool time per request")
 
     @property
     def total_tokens(self) -> int:
@@ -78,9 +79,9 @@ def engine_timeline(attempts: Sequence[AttemptPlan], workers: int, model: Engine
     >>> a = AttemptPlan((10,), (100,), (0.0,))
     >>> engine_timeline([a, a, a], 2, m)  # 0.5 s to admit, 1 s to decode 100 tokens; the third starts at 1.5 s
     Timeline(starts=(0.0, 0.0, 1.5), ends=(1.5, 1.5, 3.0), tokens=(100.0, 100.0, 100.0))
-    >>> b = AttemptPlan((10, 120), (100, 50), (2.0, 0.0))  # a tool call of 2 s between two requests
-    >>> engine_timeline([b], 1, m).ends
-    (4.5,)
+    >>> b = AttemptPlan((10, 120), (100, 50), (2.0, 0.25))  # a tool call of 2 s between two requests, one after
+    >>> engine_timeline([b, AttemptPlan((), (), ())], 1, m).ends
+    (4.75, 4.75)
     """
     if workers < 1:
         raise ValueError(f"a timeline needs at least one worker, got {workers}")
@@ -88,38 +89,49 @@ def engine_timeline(attempts: Sequence[AttemptPlan], workers: int, model: Engine
     starts, ends = [math.nan] * n, [math.nan] * n
     clock = EngineClock(model, start)
     request_s = model.request_s
-    turn = [0] * n  # the request each attempt is on
+    turn = [0] * n  # the request each attempt is on (its count of requests: the attempt is ending)
     previous_end: list[int | None] = [None] * n  # context after the attempt's previous request
     joined = [0.0] * n  # step count at the current request's join
-    admits: list[tuple[float, int]] = []  # (time, attempt): requests sent, to be admitted
+    sends: list[tuple[float, int]] = []  # (time, attempt): a request to admit, or the attempt's end
     decodes: list[tuple[float, int]] = []  # (target steps, attempt)
-    launched = 0
-    for _ in range(min(workers, n)):
-        starts[launched] = start
-        heapq.heappush(admits, (start + request_s, launched))
-        launched += 1
-    while admits or decodes:
+    launched = running = 0
+
+    def launch(when: float) -> None:
+        nonlocal launched, running
+        while launched < n and running < workers:
+            a, launched = launched, launched + 1
+            starts[a] = when
+            if attempts[a].prompts:
+                running += 1
+                heapq.heappush(sends, (when + request_s, a))
+            else:
+                ends[a] = when
+
+    launch(start)
+    while sends or decodes:
         t_decode = clock.time_of(decodes[0][0]) if decodes else math.inf
-        if decodes and (not admits or t_decode <= admits[0][0]):
+        if decodes and (not sends or t_decode <= sends[0][0]):
             target, a = heapq.heappop(decodes)
             clock.advance(t_decode)
             clock.reach(target)
             plan, k = attempts[a], turn[a]
             clock.leave(plan.prompts[k], joined[a])
             previous_end[a] = plan.prompts[k] + plan.tokens[k]
-            if k + 1 < len(plan.prompts):
-                turn[a] = k + 1
-                heapq.heappush(admits, (t_decode + plan.tools[k] + request_s, a))
+            turn[a] = k + 1
+            more = k + 1 < len(plan.prompts)
+            if more or plan.tools[k] > 0:
+                heapq.heappush(sends, (t_decode + plan.tools[k] + (request_s if more else 0.0), a))
                 continue
-            ends[a] = t_decode
-            if launched < n:
-                starts[launched] = t_decode
-                heapq.heappush(admits, (t_decode + request_s, launched))
-                launched += 1
+            ends[a], running = t_decode, running - 1
+            launch(t_decode)
             continue
-        when, a = heapq.heappop(admits)
+        when, a = heapq.heappop(sends)
         clock.advance(when)
         plan, k = attempts[a], turn[a]
+        if k == len(plan.prompts):  # its last tool call is over
+            ends[a], running = when, running - 1
+            launch(when)
+            continue
         clock.prefill(plan.prompts[k], previous_end[a])
         joined[a] = clock.join(plan.prompts[k])
         heapq.heappush(decodes, (joined[a] + plan.tokens[k], a))
