@@ -118,6 +118,11 @@ def validate(req: SimulationRequest) -> None:
     if req.time_model is not None and (req.recorded_time or req.tokens_per_s is not None):
         raise SimulationError("--time-model times repetitions by the engine model: leave out --tokens-per-s and "
                               "--time-model none")
+    if req.time_model is not None:
+        try:
+            load_time_model(req.time_model)  # an unknown name fails here, before the runs are read
+        except ConfigError as exc:
+            raise SimulationError(str(exc)) from exc
 
 
 def time_model_for(req: SimulationRequest, config: Config) -> EngineTimeModel | None:
