@@ -18,6 +18,16 @@ the seconds the run took.
     R=benchmarks/results; python -m solver.timing.fit --base h100-gptoss --timeline $R/h100_real-t-30k.json \\
         --probes $R/h100_probes.json --probes $R/h100_probes-ret0.json --probes $R/h100_probes-ret1024.json \\
         --out solver/timing/data/h100-gptoss.yaml
+
+The tiny CPU model, from three real-shape runs on this machine (1, 4 and 8 attempts of 3,000 tokens: ``python
+benchmarks/engine.py --workload real --attempts N --attempt-tokens 3000 --set engine.args.max_model_len=4096
+--contenders t --json ...``) and ``benchmarks/probes.py --quick --json ...``, fitted in that order (each run sets
+its batch's step; the last sets the context and request terms):
+
+    F="python -m solver.timing.fit"; R=benchmarks/results
+    $F --base tiny --timeline $R/cpu_real-t-1x3000.json --probes $R/cpu_probes-quick.json --out /tmp/t1.yaml
+    $F --base /tmp/t1.yaml --name tiny --timeline $R/cpu_real-t-4x3000.json --out /tmp/t4.yaml
+    $F --base /tmp/t4.yaml --name tiny --timeline $R/cpu_real-t-8x3000.json --out solver/timing/data/tiny.yaml
 """
 
 from __future__ import annotations
@@ -83,13 +93,13 @@ def decode_fit(timeline: list[dict[str, Any]]) -> DecodeFit:
     per_token = (end[fitted] - first[fitted]) / made[fitted]
     weight = np.sqrt(made[fitted])
     context = np.array(contexts)
+    step, context_s = float(np.average(per_token, weights=made[fitted])), 0.0
     if np.ptp(context) > 0 and len(fitted) > 2:
         design = np.c_[np.ones(len(fitted)), context]
-        (step, context_s), *_ = np.linalg.lstsq(design * weight[:, None], per_token * weight, rcond=None)
-    else:
-        step, context_s = float(np.average(per_token, weights=made[fitted])), 0.0
-    return DecodeFit(max(1, int(round(float(np.mean(batches))))), float(step), max(0.0, float(context_s)),
-                     len(fitted))
+        (both, slope), *_ = np.linalg.lstsq(design * weight[:, None], per_token * weight, rcond=None)
+        if slope > 0:  # a context that makes steps faster is noise: then the plain mean, no context term
+            step, context_s = float(both), float(slope)
+    return DecodeFit(max(1, int(round(float(np.mean(batches))))), step, context_s, len(fitted))
 
 
 def request_latency(timeline: list[dict[str, Any]], prefill_tokens_per_s: float) -> float:
@@ -131,7 +141,7 @@ def fit(base: EngineTimeModel, timeline_data: dict[str, Any] | None = None, prob
     model, sources = base, dict(base.sources)
     rates = [float(r["prefill_tps"]) for p in probes for r in p.get("resent", []) if r.get("prefill_tps")]
     if rates:
-        model = replace(model, prefill_tokens_per_s=round(float(np.median(rates))))
+        model = replace(model, prefill_tokens_per_s=float(round(float(np.median(rates)))))
         sources["prefill_tokens_per_s"] = (f"median prefill rate of {len(rates)} re-sent prompt fills "
                                            f"({min(rates):.0f}-{max(rates):.0f} tokens/s), "
                                            f"{', '.join(p['_file'] for p in probes)}")
