@@ -1,18 +1,19 @@
 """What drawing with replacement costs a setting's estimate: the bootstrap bias, per setting.
 
 A problem with fewer recorded repetitions than a setting draws is bootstrapped (``solver.offline.trials.Draws``):
-its N ballots are drawn from its m recorded ones, as if those m were all the answers the model can give. With
-small m that is the model's whole answer distribution read off a handful of draws: one right attempt of one makes
-every simulated run right, one wrong attempt every run wrong.
+its N ballots are its m recorded ones topped up with N - m drawn again from them, as if those m were all the
+answers the model can give. With small m that is the model's whole answer distribution read off a handful of
+draws: one right attempt of one makes every simulated run right, one wrong attempt every run wrong.
 
-The estimate compares, per bootstrapped problem, the bootstrap's chance of a right vote with the chance under the
-posterior of its answer distribution given what was recorded: a Dirichlet with a half vote (Jeffreys) on each
-answer seen (no answer counted as one), on the reference answer where it was not seen, and on "something not
-seen" (a new wrong answer each time it is drawn); N ballots drawn from a posterior draw of that distribution and
-voted under the setting's rules. Votes only (every repetition one second, W at a time), so it does not depend on
-a budget. The setting's bias is the sum over bootstrapped problems times the share of runs a problem is in (K of
-the P recorded): the score the bootstrap adds (negative: it takes away) under that prior. The prior matters most
-at m = 1, where it is most of what is known; a problem recorded N times or more has no bias (drawn exactly).
+The bias is what the method does on average over recordings: E[right vote from a topped-up draw of a recording of
+m] minus P(right vote from a real run of N). It needs the problem's answer distribution, which is estimated from
+what was recorded: a Dirichlet posterior with a half vote (Jeffreys) on each answer seen (no answer counted as
+one), on the reference answer where it was not seen, and on "something not seen" (a new wrong answer each time it
+is drawn). Each sample draws a distribution from it, a recording of m from that distribution, a topped-up draw of
+N from the recording and a real run of N from the distribution, and votes both under the setting's rules (votes
+only: every repetition one second, W at a time, so no budget enters). A problem recorded N times or more is drawn
+exactly, without bias; the setting's estimate is the sum over the bootstrapped problems, times the share of runs a
+problem is in (K of the P recorded): the score the bootstrap adds (negative: takes away).
 """
 
 from __future__ import annotations
@@ -67,15 +68,31 @@ def _bias(prepared: Sequence[Prepared], setting: Setting, config: Config, proble
         m = len(recorded)
         if m == 0 or m >= length:
             continue
+        categories, alpha = posterior(recorded, prep.problem.answer)
         rng = np.random.default_rng([seed, 7907, length, p])
-        boot = np.mean([right([recorded[i] for i in rng.integers(0, m, size=length)], prep) for _ in range(SAMPLES)])
-        total += float(boot) - _posterior_right(recorded, prep, length, rng, right)
+        gap = 0.0
+        for j in range(SAMPLES):
+            shares = rng.dirichlet(alpha)
+
+            def ballots(picks: np.ndarray, j: int = j) -> list[Ballot | None]:
+                return [categories[c] if c < len(categories) else Ballot(f"unseen answer {j}.{n}")
+                        for n, c in enumerate(picks)]
+
+            recording = rng.choice(len(alpha), size=m, p=shares)
+            topped = np.concatenate([rng.permutation(recording), rng.choice(recording, size=length - m)])
+            gap += right(ballots(topped), prep) - right(ballots(rng.choice(len(alpha), size=length, p=shares)), prep)
+        total += gap / SAMPLES
     return total * problems / len(prepared)
 
 
-def _posterior_right(recorded: Sequence[Ballot | None], prep: Prepared, length: int, rng: np.random.Generator,
-                     right) -> float:  # type: ignore[no-untyped-def]
-    """The chance of a right vote when N ballots come from the posterior of the answer distribution."""
+def posterior(recorded: Sequence[Ballot | None], reference: str | None) -> tuple[list[Ballot | None], np.ndarray]:
+    """The categories of the answer distribution (each answer seen, no answer, the reference where not seen) and
+    the Dirichlet parameters over them plus one last category, "something not seen".
+
+    >>> categories, alpha = posterior([Ballot("7"), None, Ballot("7")], "5")
+    >>> [c.answer if c else None for c in categories], alpha.tolist()
+    (['7', None, '5'], [2.5, 1.5, 0.5, 0.5])
+    """
     categories: list[Ballot | None] = []
     counts: list[float] = []
     for ballot in recorded:
@@ -87,16 +104,7 @@ def _posterior_right(recorded: Sequence[Ballot | None], prep: Prepared, length: 
         else:
             categories.append(ballot)
             counts.append(1.0)
-    reference = prep.problem.answer
     if reference is not None and all(c is None or c.answer != reference for c in categories):
         categories.append(Ballot(reference))
         counts.append(0.0)
-    unseen = len(categories)  # the "something not seen" category: a new wrong answer per draw
-    alpha = np.array(counts + [0.0]) + PRIOR
-    hits = 0.0
-    for j in range(SAMPLES):
-        shares = rng.dirichlet(alpha)
-        picks = rng.choice(len(alpha), size=length, p=shares)
-        ballots = [categories[c] if c < unseen else Ballot(f"unseen answer {j}.{n}") for n, c in enumerate(picks)]
-        hits += right(ballots, prep)
-    return hits / SAMPLES
+    return categories, np.array(counts + [0.0]) + PRIOR

@@ -60,9 +60,9 @@ def markdown(report: SimulationReport) -> str:
                  f"{s.total_seconds:.0f}", f"{s.cut:.2f}", bootstrap_text(s)]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "mean/std/quantiles: problems right of K per run; cut/run: problems stopped at their budget's "
-              "deadline (they vote what had finished); bootstrapped/run: problems with fewer recorded repetitions "
-              "than the setting draws, drawn with replacement, and the score that is estimated to add "
-              "(solver/offline/bias.py)."]
+              "deadline (they vote what had finished); bootstrapped/run: problems that launched more repetitions than "
+              "were recorded (the recorded ones topped up by drawing again), and the score that is estimated to "
+              "add (solver/offline/bias.py)."]
     if any(s.setting.budget_s is not None for s in report.summaries):
         b = report.budget
         lines += ["", "Budgeted settings use the budget manager (solver/core/budget.py) on a simulated clock with "

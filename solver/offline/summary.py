@@ -31,7 +31,7 @@ class Summary:
     right_share: np.ndarray  # per recorded problem (pools' order): share of its trials answered right (nan: never drawn)
     cut: float = 0.0  # mean problems per run the budget cut (stopped at their deadline)
     retried: float = 0.0  # mean problems per run that ran a second round
-    bootstrapped: float = 0.0  # mean problems per run drawn with replacement (fewer recorded than drawn)
+    bootstrapped: float = 0.0  # mean problems per run that launched repetitions drawn again (more than recorded)
     bootstrap_bias: float | None = None  # estimated score those draws add (problems per run; None: not estimated)
     total_std: float = 0.0  # spread of the whole run's seconds over trials
 

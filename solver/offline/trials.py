@@ -2,10 +2,12 @@
 (joblib) that give the same result for a seed whatever the number of jobs.
 
 Each setting draws its own repetitions (``reps`` plus a second round's ``retry``): for a problem, a trial holds one
-random order of its recorded repetitions and one with-replacement sequence, and a setting that needs L takes the
-order's first L where the problem has L recorded (exact: a random subset of real repetitions is a real run) and
-the sequence's first L where it has fewer (``bootstrapped``, counted per setting). Both are fixed per trial and
-problem whatever the grid holds, so a setting's row does not depend on the other settings.
+random order of its M recorded repetitions and one with-replacement sequence. With ``auto`` a setting that needs L
+takes the order's first L where L <= M (exact: a random subset of real repetitions is a real run), and where L > M
+all M in that order topped up with the sequence's first L - M (``bootstrapped``, counted per setting, its bias
+estimated in ``solver.offline.bias``): as exact as the recording goes. Both are fixed per trial and problem
+whatever the grid holds, and a shorter draw is a prefix of a longer one, so a setting's row does not depend on
+the other settings, and a second round never changes how its first round is drawn.
 
 A problem's times come from a timeline (``solver.timing.timeline``): under the engine time model, one per draw and
 W (computed once and shared by every stopper, voter and budget played over it, and, where W covers the draw, by
@@ -124,7 +126,7 @@ class ChunkResult:
     seconds: np.ndarray  # mean seconds per problem
     total_seconds: np.ndarray  # whole run, the engine's start included
     cut: np.ndarray  # problems the budget cut (stopped at their deadline) in the run
-    bootstrapped: np.ndarray  # problems drawn with replacement (fewer recorded than the setting draws)
+    bootstrapped: np.ndarray  # problems that launched repetitions drawn again (more launched than recorded)
     retried: np.ndarray  # problems that ran a second round
     stops: list[Counter[str]] = field(default_factory=list)  # per setting: stop reasons over problems
     right: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # (settings, pools) times answered right
@@ -141,7 +143,8 @@ def draw_indices(rng: np.random.Generator, available: int, length: int, draw: Dr
     run, so every statistic of N repetitions comes out unbiased. ``bootstrap`` draws with replacement: it works for
     any N but is biased where answers are rare (a problem with k answers among M recorded loses them all with
     probability (1 - k/M)^N, which averages above a real run's (1 - a)^N). ``auto`` is ``subset`` where the
-    problem has ``length`` repetitions recorded and ``bootstrap`` where it has fewer.
+    problem has ``length`` repetitions recorded and, where it has fewer, all of them topped up with replacement
+    (``Draws``, which the trials use, draws the same way).
 
     >>> sorted(draw_indices(np.random.default_rng(0), 4, 4, "auto").tolist()), len(draw_indices(np.random.default_rng(0), 3, 5, "auto"))
     ([0, 1, 2, 3], 5)
@@ -157,17 +160,20 @@ def draw_indices(rng: np.random.Generator, available: int, length: int, draw: Dr
             raise SimulationError(f"a problem has {available} recorded repetitions; subset draws of {length} "
                                   "need at least that many (use --draw auto or bootstrap)")
         return rng.permutation(available)[:length]
+    if draw == "auto":
+        return np.concatenate([rng.permutation(available), rng.integers(0, available, size=length - available)])
     return rng.integers(0, available, size=length)
 
 
 class Draws:
     """One trial's draws for one problem: a random order of its M recorded repetitions and a with-replacement
     sequence, each fixed by (trial key, problem); ``take(L)`` is the order's first L (``subset``, or ``auto`` where
-    L <= M) or the sequence's first L (``bootstrap``, or ``auto`` where L > M; prefixes of one sequence).
+    L <= M), the whole order topped up with the sequence's first L - M (``auto`` where L > M), or the sequence's
+    first L (``bootstrap``).
 
     >>> d = Draws(7, 0, 3, "auto")
-    >>> (sorted(d.take(3)[0].tolist()), d.take(3)[1]), (len(d.take(5)[0]), d.take(5)[1])
-    (([0, 1, 2], False), (5, True))
+    >>> (sorted(d.take(3)[0].tolist()), d.take(3)[1]), (sorted(d.take(5)[0][:3].tolist()), d.take(5)[1])
+    (([0, 1, 2], False), ([0, 1, 2], True))
     >>> bool((d.take(4)[0] == d.take(6)[0][:4]).all())  # prefixes: a longer draw extends a shorter one
     True
     """
@@ -182,16 +188,18 @@ class Draws:
         m = self.available
         if m == 0:
             return np.zeros(0, dtype=int), False
-        if self.draw == "subset" or (self.draw == "auto" and length <= m):
-            if length > m:
-                raise SimulationError(f"a problem has {m} recorded repetitions; subset draws of {length} need at "
-                                      "least that many (use --draw auto or bootstrap)")
-            if self._order is None:
-                self._order = np.random.default_rng([self.key, self.problem, 0]).permutation(m)
+        if self.draw == "subset" and length > m:
+            raise SimulationError(f"a problem has {m} recorded repetitions; subset draws of {length} need at "
+                                  "least that many (use --draw auto or bootstrap)")
+        if self.draw != "bootstrap" and self._order is None:
+            self._order = np.random.default_rng([self.key, self.problem, 0]).permutation(m)
+        if self.draw != "bootstrap" and length <= m:
             return self._order[:length], False
         if self._sequence is None or len(self._sequence) < length:
             self._sequence = np.random.default_rng([self.key, self.problem, 1]).integers(0, m, size=max(length, 64))
-        return self._sequence[:length], True
+        if self.draw == "bootstrap":
+            return self._sequence[:length], True
+        return np.concatenate([self._order, self._sequence[: length - m]]), True
 
 
 class Grader:
@@ -284,8 +292,7 @@ def run_chunk(plan: Plan, trials: int, seed: Sequence[int]) -> ChunkResult:
             score, fin, lau, tok, sec, cut, boot, retried = 0, 0, 0, 0.0, 0.0, 0, 0, 0
             for p, draw in zip(order, draws):
                 prep = plan.prepared[p]
-                idx, with_replacement = draw.take(setting.draws)
-                boot += with_replacement
+                idx, _ = draw.take(setting.draws)
                 ballots = prep.ballots[setting.voter]
                 deadline = None
                 if manager is not None:
@@ -306,6 +313,7 @@ def run_chunk(plan: Plan, trials: int, seed: Sequence[int]) -> ChunkResult:
                 tok += result.tokens
                 sec += result.seconds
                 cut += result.stopped_by == "deadline"
+                boot += result.launched > draw.available or draw.draw == "bootstrap"  # a drawn-again one ran
                 retried += result.launched > setting.reps
                 out.stops[s_index][result.stopped_by] += 1
             row = (score, fin / k, lau / k, tok / k, sec / k, clock.now(), cut, boot, retried)

@@ -36,15 +36,29 @@ def band(s: Summary) -> str:
 
 def frontier_rows(report: TuneReport, axis: Axis) -> tuple[list[str], list[list[object]]]:
     """The frontier of ``axis`` as a table, cheapest first, with the chosen setting marked."""
-    head = ["N", "voter", "stop", AXIS_LABELS[axis], "accuracy %", "5–95 %", "vs every repetition (points)",
-            "chosen"]
+    head = ["N", "voter", "stop", "W, budget, time policy", AXIS_LABELS[axis], "accuracy %", "5–95 %",
+            "vs every repetition (points)", "chosen"]
     best_full = max((accuracy(s) for s in report.full), default=math.nan)
     rows: list[list[object]] = []
     for s in report.frontiers[axis]:
-        rows.append([s.setting.reps, s.setting.voter, stoppers_label(s), _cost(s, axis), f"{accuracy(s):.2f}",
-                     band(s), f"{accuracy(s) - best_full:+.2f}" if not math.isnan(best_full) else "-",
+        rows.append([s.setting.reps, s.setting.voter, stoppers_label(s), time_policy(s), _cost(s, axis),
+                     f"{accuracy(s):.2f}", band(s),
+                     f"{accuracy(s) - best_full:+.2f}" if not math.isnan(best_full) else "-",
                      "★" if s is report.choice else ""])
     return head, rows
+
+
+def time_policy(s: Summary) -> str:
+    """Workers, the budget and the time policy, as a table cell.
+
+    >>> from solver.offline.trials import Setting
+    >>> from types import SimpleNamespace
+    >>> time_policy(SimpleNamespace(setting=Setting(8, "majority", (), 8, 18000.0, 4, None, True)))
+    'W=8, 18000 s, retry=4 banking'
+    """
+    t = s.setting
+    budget = "no budget" if t.budget_s is None else f"{t.budget_s:g} s"
+    return f"W={t.workers}, {budget}" + (f", {t.policy_label.strip()}" if t.policy_label else "")
 
 
 def reference_rows(report: TuneReport) -> tuple[list[str], list[list[object]]]:
