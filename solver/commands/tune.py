@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from solver.commands.common import add_cluster_arguments, cluster_spec, fail
+from solver.commands.common import add_cluster_arguments, cluster_spec, fail, parse_overrides
 from solver.commands.simulate import add_policy_arguments, default_jobs, int_list, policy_fields, stopper_sets
 
 
@@ -47,6 +47,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                       help="pick the highest P(score >= X), the cheapest among equals")
     parser.add_argument("--axis", choices=("reps", "tokens", "seconds"), default="reps",
                         help="the cost the pick rule counts (default: repetitions launched per problem)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a key of the runs' config, e.g. --set budget.reserve_s=0 (value parsed as YAML)")
     parser.add_argument("--jobs", type=int, default=None,
                         help="parallel processes (default: usable cores, at most 4; with --cluster, its CPUs)")
     add_cluster_arguments(parser, engines=False)
@@ -80,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     request = SimulationRequest(
         run_dirs=tuple(args.runs), reps=args.reps, voters=tuple(args.voter), stoppers=stoppers,
         workers=args.workers, problems=args.problems, trials=args.trials, seed=args.seed, draw=args.draw,
-        tokens_per_s=args.tokens_per_s, jobs=jobs, **policy_fields(args))  # type: ignore[arg-type]
+        tokens_per_s=args.tokens_per_s, jobs=jobs, overrides=tuple(parse_overrides(args.overrides).items()),
+        **policy_fields(args))  # type: ignore[arg-type]
 
     validate(request)
     if cluster is None:

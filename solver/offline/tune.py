@@ -73,6 +73,10 @@ def tune(req: SimulationRequest, rule: PickRule,
     if not sizes or max(sizes) == 0:
         raise SimulationError("the runs hold no finished repetitions")
     full_req = replace(req, reps=req.reps or default_reps(sizes), stoppers=req.stoppers or DEFAULT_STOPPERS)
+    starved = [b for b in (req.budgets or (config.budget.total_s,)) if b is not None and b <= config.budget.reserve_s]
+    if starved:
+        raise SimulationError(f"--budget {starved[0]:g} s is not above budget.reserve_s = {config.budget.reserve_s:g} "
+                              "s: no problem would get any time (lower it with --set budget.reserve_s=SECONDS)")
     report = simulate_pools(full_req, pools, config)
     summaries = report.summaries
     axes = [a for a in AXES if any(cost(s, a) > 0 for s in summaries)]
@@ -101,7 +105,7 @@ def chosen_config(report: TuneReport) -> dict[str, object]:
         base = report.simulation.config.budget
         low, high = s.clamp if s.clamp is not None else (base.min_s, base.max_s)
         data["budget"] = {"total_s": s.budget_s, "problems": report.choice.problems, "min_s": low, "max_s": high,
-                          "banking": s.banking}
+                          "reserve_s": base.reserve_s, "cutoff_s": base.cutoff_s, "banking": s.banking}
     return data
 
 
