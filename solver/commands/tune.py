@@ -22,13 +22,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories to pool")
     parser.add_argument("--out", type=Path, required=True, help="directory for the outputs")
     parser.add_argument("--reps", type=int_list, default=(),
-                        help="repetition caps (default: 1/4, 1/3, 1/2, 2/3 and all of the repetitions recorded for "
-                             "three problems in four)")
+                        help="repetition caps (default: 1/4, 1/3, 1/2, 2/3 and all of the median problem's recorded "
+                             "repetitions, and the run's solve.reps)")
     parser.add_argument("--voter", action="append", default=[], help="voter name (repeat; default: the run's)")
     parser.add_argument("--stopper", action="append", default=[],
                         help="a stopper set, comma separated; 'none' = every repetition (repeat; default: every "
                              "rule at a few parameters)")
-    parser.add_argument("--workers", type=int_list, default=(), help="repetitions in flight (default: the run's)")
+    parser.add_argument("--workers", type=int_list, default=(), help="repetitions in flight; 0 = auto, every repetition at once up to the engine's batch (default: "
+                             "the run's)")
     add_policy_arguments(parser)
     parser.add_argument("--problems", type=int, default=None, metavar="K",
                         help="problems per leaderboard run (default: budget.problems under a budget, else every "

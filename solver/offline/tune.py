@@ -33,17 +33,19 @@ DEFAULT_TRIALS = 200
 ADAPTIVE_CONSISTENCY = "beta"  # the registry name of the Adaptive-Consistency rule, the published reference
 
 
-def default_reps(sizes: Sequence[int]) -> tuple[int, ...]:
-    """Repetition caps to search: a quarter, a third, half, two thirds and all of the repetitions recorded for
-    three problems in four (their 25th percentile from the top), so the largest cap is drawn exactly for most
-    problems, whatever the sparsest one has (it is bootstrapped, and the report says what that costs).
+def default_reps(sizes: Sequence[int], configured: int | None = None) -> tuple[int, ...]:
+    """Repetition caps to search: a quarter, a third, half, two thirds and all of the median problem's recorded
+    repetitions (so the largest cap is drawn exactly for half the problems, whatever the sparsest one has), and the
+    config's own ``solve.reps`` (the policy being tuned; the problems with fewer recorded are topped up and the
+    report says what that costs).
 
-    >>> default_reps([30] * 88), default_reps([4, 4, 5, 6]), default_reps([1] * 8 + [5] * 30 + [9] * 15)
-    ((7, 10, 15, 20, 30), (1, 2, 4), (1, 2, 3, 5))
+    >>> default_reps([30] * 88), default_reps([4, 4, 5, 6]), default_reps([1] * 8 + [5] * 30 + [9] * 15, 8)
+    ((7, 10, 15, 20, 30), (1, 2, 3, 5), (1, 2, 3, 5, 8))
     """
     ordered = sorted(sizes)
-    cap = max(1, ordered[(len(ordered) - 1) // 4]) if ordered else 1
-    return tuple(sorted({max(1, cap * a // b) for a, b in ((1, 4), (1, 3), (1, 2), (2, 3), (1, 1))}))
+    cap = max(1, ordered[len(ordered) // 2]) if ordered else 1
+    caps = {max(1, cap * a // b) for a, b in ((1, 4), (1, 3), (1, 2), (2, 3), (1, 1))}
+    return tuple(sorted(caps | ({configured} if configured else set())))
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,8 @@ def tune(req: SimulationRequest, rule: PickRule,
     sizes = [len(p.repetitions) for p in pools]
     if not sizes or max(sizes) == 0:
         raise SimulationError("the runs hold no finished repetitions")
-    full_req = replace(req, reps=req.reps or default_reps(sizes), stoppers=req.stoppers or DEFAULT_STOPPERS)
+    full_req = replace(req, reps=req.reps or default_reps(sizes, config.solve.reps),
+                       stoppers=req.stoppers or DEFAULT_STOPPERS)
     starved = [b for b in (req.budgets or (config.budget.total_s,)) if b is not None and b <= config.budget.reserve_s]
     if starved:
         raise SimulationError(f"--budget {starved[0]:g} s is not above budget.reserve_s = {config.budget.reserve_s:g} "
