@@ -59,8 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     check = check_replay(chosen, config, model, draws, time_scale=args.scale)
     print(f"{len(chosen)} problems x {args.attempts} attempts, model {model.name}, scale {args.scale:g}, budget "
-          f"total {budget.total_s or 0:g} s, clamp {budget.min_s:g}-{budget.max_s:g} s, reserve {budget.reserve_s:g} s "
-          f"({time.perf_counter() - started:.0f} s wall)\n")
+          f"total {budget.total_s or 0:g} s, clamp {budget.min_s:g}-{budget.max_s:g} s, reserve "
+          f"{budget.reserve_s:g} s ({time.perf_counter() - started:.0f} s wall)\n")
     print("\n".join(check.table()))
     print(f"\nworst time gap {check.worst_gap:.1%}; stopped alike: {sum(p.same for p in check.problems)} of "
           f"{len(check.problems)}")

@@ -100,7 +100,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--stopper", action="append", default=[],
                         help="a stopper set, comma separated, e.g. beta,esc:5; 'none' = run every repetition "
                              "(repeat for several)")
-    parser.add_argument("--workers", type=int_list, default=(), help="repetitions in flight, e.g. 8,16; 0 = auto (the engine's batch, at most N)")
+    parser.add_argument("--workers", type=int_list, default=(),
+                        help="repetitions in flight, e.g. 8,16 (auto, the engine's batch up to N: --set "
+                             "solve.workers=0)")
     add_policy_arguments(parser)
     parser.add_argument("--problems", type=int, default=None, metavar="K",
                         help="problems per leaderboard run (default: budget.problems under a budget, else every "

@@ -28,8 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--stopper", action="append", default=[],
                         help="a stopper set, comma separated; 'none' = every repetition (repeat; default: every "
                              "rule at a few parameters)")
-    parser.add_argument("--workers", type=int_list, default=(), help="repetitions in flight; 0 = auto, every repetition at once up to the engine's batch (default: "
-                             "the run's)")
+    parser.add_argument("--workers", type=int_list, default=(),
+                        help="repetitions in flight (default: the run's; auto, the engine's batch up to N: --set "
+                             "solve.workers=0)")
     add_policy_arguments(parser)
     parser.add_argument("--problems", type=int, default=None, metavar="K",
                         help="problems per leaderboard run (default: budget.problems under a budget, else every "
@@ -49,7 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--axis", choices=("reps", "tokens", "seconds"), default="reps",
                         help="the cost the pick rule counts (default: repetitions launched per problem)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a key of the runs' config, e.g. --set budget.reserve_s=0 (value parsed as YAML)")
+                        help="override a key of the runs' config, e.g. --set budget.reserve_s=0 (value parsed as "
+                             "YAML)")
     parser.add_argument("--jobs", type=int, default=None,
                         help="parallel processes (default: usable cores, at most 4; with --cluster, its CPUs)")
     add_cluster_arguments(parser, engines=False)

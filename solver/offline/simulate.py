@@ -99,8 +99,8 @@ def auto_workers(reps: int, config: Config) -> int:
 def validate(req: SimulationRequest) -> None:
     if any(n < 1 for n in req.reps):
         raise SimulationError("--reps values must be >= 1")
-    if any(w < 0 for w in req.workers):
-        raise SimulationError("--workers values must be >= 1, or 0 for auto (the engine's batch, at most N)")
+    if any(w < 1 for w in req.workers):
+        raise SimulationError("--workers values must be >= 1 (for auto workers: --set solve.workers=0)")
     if any(b is not None and b <= 0 for b in req.budgets):
         raise SimulationError("--budget must be > 0 seconds")
     if req.trials < 1:

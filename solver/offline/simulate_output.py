@@ -60,9 +60,9 @@ def markdown(report: SimulationReport) -> str:
                  f"{s.total_seconds:.0f}", f"{s.cut:.2f}", bootstrap_text(s)]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "mean/std/quantiles: problems right of K per run; cut/run: problems stopped at their budget's "
-              "deadline (they vote what had finished); bootstrapped/run: problems that launched more repetitions than "
-              "were recorded (the recorded ones topped up by drawing again), and the score that is estimated to "
-              "add (solver/offline/bias.py)."]
+              "deadline (they vote what had finished); bootstrapped/run: problems that launched more repetitions "
+              "than were recorded (the recorded ones topped up by drawing again), and the score that is estimated "
+              "to add (solver/offline/bias.py)."]
     if any(s.setting.budget_s is not None for s in report.summaries):
         b = report.budget
         lines += ["", "Budgeted settings use the budget manager (solver/core/budget.py) on a simulated clock with "
@@ -78,9 +78,9 @@ def markdown(report: SimulationReport) -> str:
         lines += ["", "Not modelled: the DeepConf online confidence filter (stop.confidence_warmup) and engine "
                   "slow-down when more repetitions run at once (each repetition keeps its recorded time)."]
     else:
-        lines += ["", "Not modelled: the DeepConf online confidence filter (stop.confidence_warmup), and the solver's "
-                  "own time per request beyond the engine's (the model is the engine's; with stop.first_answer an "
-                  "attempt ends at its first answer, so each streamed answer is a finish)."]
+        lines += ["", "Not modelled: the DeepConf online confidence filter (stop.confidence_warmup), and the "
+                  "solver's own time per request beyond the engine's (the model is the engine's; with "
+                  "stop.first_answer an attempt ends at its first answer, so each streamed answer is a finish)."]
     return "\n".join(lines) + "\n"
 
 

@@ -75,7 +75,8 @@ class Setting:
     def policy_label(self) -> str:
         """The time policy beyond the budget (a second round, the clamp, banking), as the label ends."""
         parts = [f" retry={self.retry}" if self.retry else "",
-                 f" clamp={self.clamp[0]:g}-{self.clamp[1]:g}" if self.clamp else "", " banking" if self.banking else ""]
+                 f" clamp={self.clamp[0]:g}-{self.clamp[1]:g}" if self.clamp else "",
+                 " banking" if self.banking else ""]
         return "".join(parts)
 
     @property

@@ -78,8 +78,9 @@ def tune(req: SimulationRequest, rule: PickRule,
                        stoppers=req.stoppers or DEFAULT_STOPPERS)
     starved = [b for b in (req.budgets or (config.budget.total_s,)) if b is not None and b <= config.budget.reserve_s]
     if starved:
-        raise SimulationError(f"--budget {starved[0]:g} s is not above budget.reserve_s = {config.budget.reserve_s:g} "
-                              "s: no problem would get any time (lower it with --set budget.reserve_s=SECONDS)")
+        raise SimulationError(f"--budget {starved[0]:g} s is not above budget.reserve_s = "
+                              f"{config.budget.reserve_s:g} s: no problem would get any time (lower it with --set "
+                              "budget.reserve_s=SECONDS)")
     report = simulate_pools(full_req, pools, config)
     summaries = report.summaries
     axes = [a for a in AXES if any(cost(s, a) > 0 for s in summaries)]
@@ -96,13 +97,15 @@ def tune(req: SimulationRequest, rule: PickRule,
 
 def chosen_config(report: TuneReport) -> dict[str, object]:
     """The chosen setting as the config keys it decides (a file ``solver solve --config`` and the Kaggle predictor
-    layer on a preset). Workers are written only when the search varied them: otherwise they are the hardware's,
-    not the policy's. Under a budget the time policy is written whole (the clamp, banking), so the file does not
+    layer on a preset). Workers are written only when the search varied them, or searched auto workers: otherwise
+    they are the hardware's, not the policy's. Under a budget the time policy is written whole (the clamp, banking), so the file does not
     depend on the preset's budget section."""
     s = report.choice.setting
     solve: dict[str, object] = {"reps": s.reps, "retry_reps": s.retry}
     if report.workers_given:
         solve["workers"] = s.workers
+    elif report.simulation.config.solve.workers == 0:
+        solve["workers"] = 0  # searched with auto workers (--set solve.workers=0): run with them
     data: dict[str, object] = {"vote": {"voter": s.voter}, "stop": {"stoppers": list(s.stoppers)}, "solve": solve}
     if s.budget_s is not None:
         base = report.simulation.config.budget

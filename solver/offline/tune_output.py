@@ -124,8 +124,8 @@ def markdown(report: TuneReport) -> str:
         "# Tuning: stopping rule × parameters × voter × repetitions", "",
         f"Runs: {', '.join(str(p) for p in req.run_dirs)}; {sim.pools} problems recorded, "
         f"{sim.recorded[0]}–{sim.recorded[1]} finished repetitions each; K = {k} problems per leaderboard run; "
-        f"{len(report.summaries)} settings × {req.trials} trials on common draws (seed {req.seed}, draw {req.draw}); "
-        f"timing: {timing_text(sim)}.",
+        f"{len(report.summaries)} settings × {req.trials} trials on common draws (seed {req.seed}, draw "
+        f"{req.draw}); timing: {timing_text(sim)}.",
         "",
         f"**Chosen** by the rule “{report.rule.text}”: **{c.setting.label}** — expected accuracy "
         f"{accuracy(c):.2f} % ({c.mean:.2f} ± {c.std:.2f} of {k}; 5–95 % of leaderboard runs: {band(c)}), "

@@ -108,8 +108,8 @@ def request_latency(timeline: list[dict[str, Any]], prefill_tokens_per_s: float)
     >>> request_latency([{"start": 0, "first_token": 0.06, "prompt_tokens": 100, "cached_tokens": 0}], 10_000)
     0.05
     """
-    waits = [r["first_token"] - r["start"] - (r["prompt_tokens"] - (r.get("cached_tokens") or 0)) / prefill_tokens_per_s
-             for r in timeline]
+    waits = [r["first_token"] - r["start"]
+             - (r["prompt_tokens"] - (r.get("cached_tokens") or 0)) / prefill_tokens_per_s for r in timeline]
     return round(max(0.0, float(np.median(waits))), 6)
 
 
@@ -164,7 +164,8 @@ def fit(base: EngineTimeModel, timeline_data: dict[str, Any] | None = None, prob
         sources[f"step_s.{decode.sequences}"] = (f"least squares over {decode.requests} requests of "
                                                  f"{MIN_TOKENS}+ tokens (mean batch {decode.sequences}), {where}")
         sources["context_s"] = f"the same fit's context term, {where}"
-        sources["request_s"] = f"median latency to the first token less the uncached prefill, {len(rows)} requests, {where}"
+        sources["request_s"] = (f"median latency to the first token less the uncached prefill, {len(rows)} "
+                                f"requests, {where}")
     return replace(model, name=name or model.name, sources=sources)
 
 

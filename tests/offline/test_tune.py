@@ -229,13 +229,15 @@ def test_the_time_policy_is_searched_and_its_pick_runs_in_solve_and_the_kaggle_c
     out = tmp_path / "tune"
     code = main(["tune", str(FIXTURE_RUN), "--out", str(out), "--reps", "2,4", "--stopper", "agree:2",
                  "--retry", "0,2", "--clamp", "1:50", "--clamp", "2:80", "--banking", "off", "--banking", "on",
-                 "--budget", "200", "--trials", "20", "--jobs", "1", "--tolerance", "0", "--set", "budget.reserve_s=0"])
+                 "--budget", "200", "--trials", "20", "--jobs", "1", "--tolerance", "0",
+                 "--set", "budget.reserve_s=0"])
     assert code == 0
     with open(out / "settings.csv") as handle:
         rows = list(csv.DictReader(handle))
     assert len(rows) == 2 * 2 * 2 * 2
     assert {(r["retry"], r["clamp"], r["banking"]) for r in rows} == {
-        (retry, clamp, banking) for retry in ("0", "2") for clamp in ("1-50", "2-80") for banking in ("False", "True")}
+        (retry, clamp, banking) for retry in ("0", "2") for clamp in ("1-50", "2-80")
+        for banking in ("False", "True")}
     saved = yaml.safe_load((out / "chosen.yaml").read_text())
     chosen = next(r for r in rows if r["chosen"] == "True")
     assert saved["solve"]["retry_reps"] == int(chosen["retry"])
