@@ -29,7 +29,6 @@ replays those ids.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -292,28 +291,17 @@ def fixed_tool_times(problems: list[list[Replay]], seconds: float) -> dict[str, 
 
 
 async def measure_tool_times(problems: list[list[Replay]], sandbox: Any, timeout_s: float) -> dict[str, float]:
-    """Re-execute every replayed call's recorded code in our sandbox: one stateful session per attempt (the
-    harness's starter cell first, untimed), calls in order, each cut at ``timeout_s``; attempts at once (the pool
-    bounds how many run). Seconds per call (``key_of``); a follow-up takes none."""
+    """Re-execute every replayed call's recorded code in our sandbox (``solver.offline.tool_times.measure_calls``:
+    one stateful session per attempt, the harness's starter cell first, untimed, calls in order, each cut at
+    ``timeout_s``); attempts at once (the pool bounds how many run). Seconds per call (``key_of``); a follow-up
+    takes none."""
+    from solver.offline.tool_times import measure_calls
 
-    async def one(replay: Replay) -> dict[str, float]:
-        session = await sandbox.session()
-        try:
-            await session.run(STARTER_CELL, timeout_s=timeout_s)
-            out = {}
-            for turn, step in enumerate(replay.steps):
-                if not step.call:
-                    continue
-                seconds = 0.0
-                if step.code is not None:
-                    seconds = min(timeout_s, (await session.run(step.code, timeout_s=timeout_s)).duration_s)
-                out[key_of(replay.problem.id, replay.index, turn)] = seconds
-            return out
-        finally:
-            await session.close()
-
-    found = await asyncio.gather(*(one(r) for replays in problems for r in replays))
-    return {k: v for part in found for k, v in part.items()}
+    replays = [r for group in problems for r in group]
+    calls = [[s.code for s in r.steps if s.call] for r in replays]
+    seconds = await measure_calls(calls, sandbox, timeout_s, starter=STARTER_CELL, concurrency=len(replays) or 1)
+    return {key_of(r.problem.id, r.index, turn): value for r, times in zip(replays, seconds)
+            for turn, value in zip((t for t, s in enumerate(r.steps) if s.call), times)}
 
 
 class RecordedOutputs:

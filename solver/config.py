@@ -17,13 +17,10 @@ from typing import Any, Literal
 
 import yaml
 
-from solver.errors import BadInput, first_line
+from solver.config_policy import AnswerConfig, BudgetConfig, SolveConfig, StopConfig, VoteConfig, check as _check
+from solver.errors import ConfigError, first_line
 
 PRESET_DIR = Path(__file__).parent / "presets"
-
-
-class ConfigError(BadInput, ValueError):
-    """A configuration that cannot run; the message is one line meant for the user."""
 
 
 @dataclass(frozen=True)
@@ -43,8 +40,14 @@ class EngineConfig:
     # A repetition's turns as one vLLM streaming-input request (no new request per tool call) where the installed
     # vLLM has them; turns with stop strings (the fences dialect) or a rewritten context go as a request each.
     streaming_input: bool = False
+    # This engine's measured speed (solver/timing/data NAME, or a .yaml file): what simulate and tune time attempts
+    # with, and (replay_timing: model) how long the replay engine takes, sequences in flight and contexts counted.
+    time_model: str | None = None
+    replay_timing: Literal["recorded", "model"] = "recorded"  # recorded: durations or replay_tokens_per_s
 
     def __post_init__(self) -> None:
+        _check(self.replay_timing == "recorded" or bool(self.time_model),
+               "engine.replay_timing model needs engine.time_model")
         _check(self.replay_time_scale >= 0, "engine.replay_time_scale must be >= 0 (1 = recorded, 0 = instant)")
         _check(self.replay_tokens_per_s is None or self.replay_tokens_per_s > 0,
                "engine.replay_tokens_per_s must be > 0 or null")
@@ -159,74 +162,6 @@ class SandboxConfig:
 
 
 @dataclass(frozen=True)
-class AnswerConfig:
-    integer: bool = True  # olympiad rules: answers are integers
-    modulus: int | None = None  # e.g. 1000 for AIMO2; applied before the range check
-    low: int = 0
-    high: int = 99999
-    default: str = "0"  # submitted when no repetition produced a valid answer
-
-    def __post_init__(self) -> None:
-        _check(self.low <= self.high, "answers.low must be <= answers.high")
-        _check(self.modulus is None or self.modulus > 0, "answers.modulus must be > 0 or null")
-
-
-@dataclass(frozen=True)
-class VoteConfig:
-    voter: str = "majority"  # registry name
-    tie: Literal["smallest", "largest", "first"] = "first"
-    # Weight of an answer by rule, e.g. {"small": 0.6, "multiple_of_100": 0.6} for the weighted voter.
-    weights: dict[str, float] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        _check(self.tie in ("smallest", "largest", "first"), "vote.tie must be smallest, largest or first")
-
-
-@dataclass(frozen=True)
-class StopConfig:
-    stoppers: tuple[str, ...] = ()  # registry names; empty = run every repetition
-    combine: Literal["any", "all"] = "any"
-    first_answer: bool = False  # end a repetition at its first final answer
-    confidence_warmup: int = 0  # DeepConf-style online filter: 0 = off, else K warm-up repetitions
-    confidence_percentile: float = 10.0  # threshold percentile of the warm-up repetitions' lowest confidence
-    confidence_window: int = 256  # tokens per sliding group when measuring a repetition's confidence
-
-    def __post_init__(self) -> None:
-        _check(self.combine in ("any", "all"), "stop.combine must be any or all")
-        _check(self.confidence_warmup >= 0, "stop.confidence_warmup must be >= 0")
-        _check(self.confidence_window > 0, "stop.confidence_window must be > 0")
-        _check(0 <= self.confidence_percentile <= 100, "stop.confidence_percentile must be in [0, 100]")
-
-
-@dataclass(frozen=True)
-class SolveConfig:
-    reps: int = 8  # repetitions per problem at most
-    workers: int = 8  # repetitions in flight per problem; 0 = auto (keep the engine's batch full)
-    parallel_problems: int = 1  # problems solved at once; 1 = one at a time (Kaggle), more for validation runs
-
-    def __post_init__(self) -> None:
-        _check(self.reps > 0, "solve.reps must be > 0")
-        _check(self.workers >= 0, "solve.workers must be >= 0 (0 = auto)")
-        _check(self.parallel_problems >= 1, "solve.parallel_problems must be >= 1")
-
-
-@dataclass(frozen=True)
-class BudgetConfig:
-    total_s: float | None = None  # wall time for the whole set; None = no budget
-    problems: int = 50  # problems expected in the set
-    min_s: float = 60.0  # a problem never gets less (unless the global cutoff is near)
-    max_s: float = 900.0  # nor more
-    reserve_s: float = 300.0  # kept back at the end for safety
-    cutoff_s: float | None = None  # after this much elapsed time answer the default at once
-
-    def __post_init__(self) -> None:
-        _check(self.problems >= 1, "budget.problems must be >= 1")
-        _check(0 <= self.min_s <= self.max_s, "budget.min_s must be >= 0 and <= budget.max_s")
-        _check(self.reserve_s >= 0, "budget.reserve_s must be >= 0")
-        _check(self.total_s is None or self.total_s > 0, "budget.total_s must be > 0 or null")
-
-
-@dataclass(frozen=True)
 class Config:
     preset: str = "tiny"
     engine: EngineConfig = field(default_factory=EngineConfig)
@@ -295,11 +230,6 @@ def repetitions_busy(config: Config) -> int:
     if config.solve.workers == 0:
         return batch
     return min(batch, config.solve.workers * config.solve.parallel_problems)
-
-
-def _check(ok: bool, message: str) -> None:
-    if not ok:
-        raise ConfigError(message)
 
 
 def _plain(value: Any) -> Any:
@@ -432,7 +362,7 @@ def load_config(preset: str = "tiny", config_file: str | Path | Mapping[str, Any
     >>> load_config(overrides={"solve.reps": None})
     Traceback (most recent call last):
     ...
-    solver.config.ConfigError: solve.reps cannot be null (only keys documented as 'or null' can)
+    solver.errors.ConfigError: solve.reps cannot be null (only keys documented as 'or null' can)
     """
     data = _merge(Config().to_dict(), load_preset(preset))
     data["preset"] = preset

@@ -9,6 +9,10 @@ class BadInput(Exception):
     """Input the user can fix before anything heavy starts: a file, a flag, a name, a path (exit code 2)."""
 
 
+class ConfigError(BadInput, ValueError):
+    """A configuration that cannot run; the message is one line meant for the user."""
+
+
 class RunFailed(Exception):
     """A run that started and could not finish (exit code 1)."""
 

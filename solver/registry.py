@@ -22,7 +22,7 @@ class Registry(Generic[T]):
     >>> r.create("two")
     Traceback (most recent call last):
     ...
-    solver.config.ConfigError: unknown number 'two' (choose from one)
+    solver.errors.ConfigError: unknown number 'two' (choose from one)
     """
 
     def __init__(self, kind: str) -> None:

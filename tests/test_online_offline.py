@@ -10,6 +10,10 @@ repetitions end at the same instant by accident.
 
 Code runs in no time here: the sandbox double executes the recorded snippet in this process (control flow only),
 so a repetition takes its turns' replay time, and that is the time the simulator is given.
+
+Timed: the replay engine timed by an engine time model (its streams sharing one engine, ``EngineTime``) and the
+recorded outputs after their recorded seconds, against the simulator's timelines on the same model
+(``engine_timeline``): the same decisions, and the same seconds per problem.
 """
 
 from __future__ import annotations
@@ -31,10 +35,13 @@ from solver.config import Config, load_config
 from solver.core.state import cast
 from solver.core.stopping import STOPPERS, make_stopper
 from solver.core.voting import VOTERS, make_voter
-from solver.engines.replay import ReplayEngine, TimingModel
+from solver.core.state import Rules
+from solver.engines.replay import EngineTime, RecordedOutputs, ReplayEngine, TimingModel
 from solver.loop.problem import ProblemSolver
-from solver.offline.model import play
+from solver.offline.model import play, play_on
 from solver.offline.pools import ProblemPool, prepare
+from solver.timing.model import EngineTimeModel
+from solver.timing.timeline import engine_timeline
 from solver.runlog import RunLog, read_log
 from solver.types import Execution, Problem, ProblemResult, Repetition
 
@@ -199,3 +206,76 @@ def test_the_live_loop_and_the_simulator_decide_alike(recording, voter: str, sto
     # The comparison saw the deadline and (but for max_reps itself) the stopper fire, not only the limit.
     assert "deadline" in decided
     assert stopper == "max_reps" or any(d not in ("deadline", "max_reps") for d in decided)
+
+
+# ---- time: the replay engine timed by an engine time model against the simulator's timelines ----------------
+
+# A small engine whose every rule bites on this recording: steps slow with the batch and the context, each request
+# waits and prefills what it adds, and the cache holds only a few repetitions' contexts (then a request prefills
+# its whole prompt again).
+TIME_MODEL = EngineTimeModel("test", ((1, 0.02), (2, 0.022), (3, 0.023)), context_s=2e-5, prefill_tokens_per_s=2000.0,
+                             request_s=0.05, block_tokens=16, cache_tokens=700, cache_per_context=2.0)
+
+
+def live_timed(config: Config, recording, orders: dict[str, list[int]], deadline_s: float | None):
+    """Each problem solved alone on a fresh replay engine timed by ``TIME_MODEL`` (virtual time), its recorded
+    outputs after their recorded seconds; per problem the result and the seconds it took."""
+    out = {}
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for problem, reps in recording.values():
+            engine = ReplayEngine({problem.id: [reps[i] for i in orders[problem.id]]}, EngineTime(TIME_MODEL, 1.0))
+            solver = ProblemSolver(config, engine, RecordedOutputs(engine.recorded_execution, 1.0),
+                                   clock=virtual_time.clock())
+            start = loop.time()
+            result = await solver.solve(problem, deadline=None if deadline_s is None else start + deadline_s)
+            out[problem.id] = (result, loop.time() - start)
+
+    virtual_time.run(main())
+    return out
+
+
+def simulated_timed(config: Config, recording, orders: dict[str, list[int]], deadline_s: float | None):
+    """The same draws played by the simulator on ``engine_timeline`` with the config's rules."""
+    pools = [ProblemPool(problem, tuple(reps)) for problem, reps in recording.values()]
+    rules, workers, reps = Rules.of(config), config.solve.workers, config.solve.reps
+    out = {}
+    for prep in prepare(pools, [config.vote.voter], config, None):
+        idx = orders[prep.problem.id]
+
+        def rounds(first: int, start: float, prep=prep, idx=idx):
+            chosen = idx[first:] if first else idx[:reps]
+            return engine_timeline([prep.plans[i] for i in chosen], workers, TIME_MODEL, start)
+
+        ballots = prep.ballots[config.vote.voter]
+        out[prep.problem.id] = play_on([ballots[i] for i in idx], rounds, rules, workers, deadline_s)
+    return out
+
+
+@pytest.mark.parametrize("stopper", sorted(STOPPER_SPECS.values()))
+def test_the_live_loop_and_the_simulator_keep_the_same_time(recording, stopper: str) -> None:
+    """Timed by the engine model, the loop and the simulator decide alike (stop reasons, answers, repetitions
+    finished and launched) and take the same seconds per problem, with and without a deadline, W below and at N,
+    and with a second round."""
+    cases = [({"solve.workers": 3}, 0), ({"solve.workers": REPS}, 1),
+             ({"solve.workers": 2, "solve.reps": 5, "solve.retry_reps": 5, "solve.retry_below": 3}, 2)]
+    decided, seconds = [], []
+    for overrides, number in cases:
+        config = config_for("majority", stopper, 1).replace(overrides)
+        order = draw_orders(REPS)[number]
+        orders = {pid: order for pid in recording}
+        full = simulated_timed(config, recording, orders, None)
+        deadline = 0.6 * float(np.median([o.seconds for o in full.values()])) + 1e-3 * number
+        for deadline_s in (None, deadline):
+            sim = simulated_timed(config, recording, orders, deadline_s)
+            got = live_timed(config, recording, orders, deadline_s)
+            for pid, outcome in sim.items():
+                result, took = got[pid]
+                where = (pid, overrides, deadline_s)
+                assert (result.stopped_by, result.answer, result.repetitions, result.launched) == \
+                    (outcome.stopped_by, outcome.answer, outcome.finished, outcome.launched), where
+                assert took == pytest.approx(outcome.seconds, rel=1e-6, abs=1e-6), where
+                decided.append(outcome.stopped_by)
+                seconds.append(outcome.seconds)
+    assert "deadline" in decided and max(seconds) > 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 EXIT_BAD_INPUT = 2
@@ -25,6 +26,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                              "(default: tiny for samples, h100-gptoss for token traces)")
     parser.add_argument("--tokens-per-s", type=float, default=None, metavar="RATE",
                         help="token traces: log each turn as taking its generated tokens at this rate (default 0 s)")
+    parser.add_argument("--measure-tools", action="store_true",
+                        help="token traces: run every recorded call's code again in the preset's sandbox (a stateful "
+                             "session per attempt, its time limit) and record each call's seconds; the recorded "
+                             "outputs stay what the model saw (a few minutes to an hour: the calls that reach the "
+                             "limit take it)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key, e.g. --set answers.modulus=1000")
     for name, example in (("id", "problem_id"), ("problem", "problem"), ("text", "generation"),
@@ -32,6 +38,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                           ("tokens", "num_generated_tokens"), ("duration", "duration_s")):
         parser.add_argument(f"--{name}-field", default=None, help=f"field holding the {name} (e.g. {example})")
     parser.set_defaults(func=run)
+
+
+def measured_progress() -> Callable[[int], None]:
+    """A line on stderr every 25 attempts measured (the measurement can take an hour)."""
+    done = 0
+
+    def note(_index: int) -> None:
+        nonlocal done
+        done += 1
+        if done % 25 == 0:
+            print(f"tool times: {done} attempts measured", file=sys.stderr, flush=True)
+
+    return note
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
                                              text=args.text_field, answer=args.answer_field,
                                              reference=args.reference_field, tokens=args.tokens_field,
                                              duration=args.duration_field)
-        summary = import_samples(args.file, args.out, config, fields, args.tokens_per_s)
+        summary = import_samples(args.file, args.out, config, fields, args.tokens_per_s, args.measure_tools,
+                                 measured_progress() if args.measure_tools else None)
     except (ConfigError, SampleImportError, TraceError, LogError, yaml.YAMLError) as exc:
         print(f"solver: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -21,13 +21,78 @@ def int_list(text: str) -> tuple[int, ...]:
     return values
 
 
+def budget_value(text: str) -> float | None:
+    """``--budget`` values: seconds, or ``none`` for no budget.
+
+    >>> budget_value("18000"), budget_value("none")
+    (18000.0, None)
+    """
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds or none, got {text!r}") from None
+
+
+def clamp_value(text: str) -> tuple[float, float]:
+    """``--clamp MIN:MAX`` seconds, e.g. ``300:900``.
+
+    >>> clamp_value("300:900")
+    (300.0, 900.0)
+    """
+    low, sep, high = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        return float(low), float(high)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected MIN:MAX seconds, e.g. 300:900, got {text!r}") from None
+
+
+def switch_value(text: str) -> bool:
+    """``on`` / ``off``."""
+    if text not in ("on", "off"):
+        raise argparse.ArgumentTypeError(f"expected on or off, got {text!r}")
+    return text == "on"
+
+
+def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
+    """The time policy and the engine model, shared by simulate and tune."""
+    parser.add_argument("--budget", type=budget_value, action="append", default=[], metavar="SECONDS",
+                        help="total time for the K problems, or none (repeat for several; default: the runs' "
+                             "budget.total_s)")
+    parser.add_argument("--retry", type=int_list, default=(), metavar="R,...",
+                        help="a second round of R repetitions when a problem's round ends with no answer agreed "
+                             "by solve.retry_below (0 = none; default: the runs' solve.retry_reps)")
+    parser.add_argument("--clamp", type=clamp_value, action="append", default=[], metavar="MIN:MAX",
+                        help="the budget's per-problem floor and cap in seconds (repeat; default: the runs' "
+                             "budget.min_s and max_s)")
+    parser.add_argument("--banking", type=switch_value, action="append", default=[], metavar="on|off",
+                        help="time banking: a problem may go past the cap by what earlier ones left (repeat for "
+                             "both; default: the runs' budget.banking)")
+    parser.add_argument("--time-model", default=None, metavar="NAME|FILE|none",
+                        help="the engine time model attempts are timed with (solver/timing/data, e.g. "
+                             "h100-gptoss, or a .yaml); none = recorded durations (default: the runs' "
+                             "engine.time_model)")
+
+
+def policy_fields(args: argparse.Namespace) -> dict[str, object]:
+    """The request fields ``add_policy_arguments`` gives."""
+    none = args.time_model is not None and args.time_model.strip().lower() == "none"
+    return {"budgets": tuple(args.budget), "retries": args.retry, "clamps": tuple(args.clamp) or (None,),
+            "banking": tuple(args.banking), "time_model": None if none else args.time_model,
+            "recorded_time": none}
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
         "simulate", help="estimate leaderboard scores of settings by resampling recorded repetitions",
         description="Resample the finished repetitions of one or more runs (of the same problem set) to estimate, "
-                    "per setting, the expected score out of K problems, its quantiles and P(score >= X), and the "
-                    "repetitions, tokens and seconds per problem. Writes summary.csv, scores.csv, report.md and "
-                    "PNG plots into --out.")
+                    "per setting, the expected score out of K problems, its quantiles and P(score >= X), the "
+                    "repetitions launched and finished, tokens and seconds per problem, the run's time and the "
+                    "problems its budget cut, timing attempts on an engine time model where one is named. "
+                    "Writes summary.csv, scores.csv, report.md and PNG plots into --out.")
     parser.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories to pool")
     parser.add_argument("--out", type=Path, required=True, help="directory for the outputs")
     parser.add_argument("--reps", type=int_list, default=(), help="repetitions per problem, e.g. 8,16,32")
@@ -35,11 +100,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--stopper", action="append", default=[],
                         help="a stopper set, comma separated, e.g. beta,esc:5; 'none' = run every repetition "
                              "(repeat for several)")
-    parser.add_argument("--workers", type=int_list, default=(), help="repetitions in flight, e.g. 8,16")
-    parser.add_argument("--budget", type=float, action="append", default=[], metavar="SECONDS",
-                        help="total time for the K problems (repeat for several); none = no budget")
+    parser.add_argument("--workers", type=int_list, default=(),
+                        help="repetitions in flight, e.g. 8,16 (auto, the engine's batch up to N: --set "
+                             "solve.workers=0)")
+    add_policy_arguments(parser)
     parser.add_argument("--problems", type=int, default=None, metavar="K",
-                        help="problems per leaderboard run (default: every recorded problem)")
+                        help="problems per leaderboard run (default: budget.problems under a budget, else every "
+                             "recorded problem)")
     parser.add_argument("--trials", type=int, default=500, help="simulated leaderboard runs per setting")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--draw", choices=("auto", "bootstrap", "subset"), default="auto",
@@ -86,9 +153,9 @@ def run(args: argparse.Namespace) -> int:
     jobs = default_jobs() if args.jobs is None else args.jobs
     request = SimulationRequest(
         run_dirs=tuple(args.runs), reps=args.reps, voters=tuple(args.voter), stoppers=stoppers,
-        workers=args.workers, budgets=tuple(args.budget) or (None,), problems=args.problems, trials=args.trials,
-        seed=args.seed, draw=args.draw, tokens_per_s=args.tokens_per_s, thresholds=args.at_least,
-        jobs=jobs, calibration_reps=args.calibration_reps, overrides=overrides)
+        workers=args.workers, problems=args.problems, trials=args.trials, seed=args.seed, draw=args.draw,
+        tokens_per_s=args.tokens_per_s, thresholds=args.at_least, jobs=jobs, calibration_reps=args.calibration_reps,
+        overrides=overrides, **policy_fields(args))  # type: ignore[arg-type]
 
     validate(request)
     if cluster is None:

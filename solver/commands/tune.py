@@ -7,8 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from solver.commands.common import add_cluster_arguments, cluster_spec, fail
-from solver.commands.simulate import default_jobs, int_list, stopper_sets
+from solver.commands.common import add_cluster_arguments, cluster_spec, fail, parse_overrides
+from solver.commands.simulate import add_policy_arguments, default_jobs, int_list, policy_fields, stopper_sets
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -22,16 +22,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories to pool")
     parser.add_argument("--out", type=Path, required=True, help="directory for the outputs")
     parser.add_argument("--reps", type=int_list, default=(),
-                        help="repetition caps (default: 1/4, 1/3, 1/2, 2/3 and all of the fewest recorded)")
+                        help="repetition caps (default: 1/4, 1/3, 1/2, 2/3 and all of the median problem's recorded "
+                             "repetitions, and the run's solve.reps)")
     parser.add_argument("--voter", action="append", default=[], help="voter name (repeat; default: the run's)")
     parser.add_argument("--stopper", action="append", default=[],
                         help="a stopper set, comma separated; 'none' = every repetition (repeat; default: every "
                              "rule at a few parameters)")
-    parser.add_argument("--workers", type=int_list, default=(), help="repetitions in flight (default: the run's)")
-    parser.add_argument("--budget", type=float, action="append", default=[], metavar="SECONDS",
-                        help="total time for the K problems (repeat for several)")
+    parser.add_argument("--workers", type=int_list, default=(),
+                        help="repetitions in flight (default: the run's; auto, the engine's batch up to N: --set "
+                             "solve.workers=0)")
+    add_policy_arguments(parser)
     parser.add_argument("--problems", type=int, default=None, metavar="K",
-                        help="problems per leaderboard run (default: every recorded problem)")
+                        help="problems per leaderboard run (default: budget.problems under a budget, else every "
+                             "recorded problem)")
     parser.add_argument("--trials", type=int, default=200, help="simulated leaderboard runs per setting")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--draw", choices=("auto", "bootstrap", "subset"), default="auto")
@@ -46,6 +49,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                       help="pick the highest P(score >= X), the cheapest among equals")
     parser.add_argument("--axis", choices=("reps", "tokens", "seconds"), default="reps",
                         help="the cost the pick rule counts (default: repetitions launched per problem)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a key of the runs' config, e.g. --set budget.reserve_s=0 (value parsed as "
+                             "YAML)")
     parser.add_argument("--jobs", type=int, default=None,
                         help="parallel processes (default: usable cores, at most 4; with --cluster, its CPUs)")
     add_cluster_arguments(parser, engines=False)
@@ -78,8 +84,9 @@ def run(args: argparse.Namespace) -> int:
     jobs = default_jobs() if args.jobs is None else args.jobs
     request = SimulationRequest(
         run_dirs=tuple(args.runs), reps=args.reps, voters=tuple(args.voter), stoppers=stoppers,
-        workers=args.workers, budgets=tuple(args.budget) or (None,), problems=args.problems, trials=args.trials,
-        seed=args.seed, draw=args.draw, tokens_per_s=args.tokens_per_s, jobs=jobs)
+        workers=args.workers, problems=args.problems, trials=args.trials, seed=args.seed, draw=args.draw,
+        tokens_per_s=args.tokens_per_s, jobs=jobs, overrides=tuple(parse_overrides(args.overrides).items()),
+        **policy_fields(args))  # type: ignore[arg-type]
 
     validate(request)
     if cluster is None:

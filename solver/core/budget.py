@@ -13,6 +13,11 @@ least ``min_s`` and at most ``max_s``. Time a problem does not use (its vote sto
 ones, because the next budget is computed from the clock, not from a plan. After the hard cutoff a problem gets
 no time at all and the caller answers the default at once.
 
+Time banking (``banking``, AIMO3 prize notebooks): the cap is ``max_s + bank``, where the bank is what earlier
+problems left of the allotment the formula gave them without it (each problem adds its unbanked allotment minus
+what it used; one that went past it draws the bank down). An easy problem's unused minutes then go to a hard one,
+not only to problems that hit the floors.
+
 This is the AIMO3 public lineage's ``clamp(time_left − 300 s × (problems_left − 1), 300 s, 900 s)`` with its
 three constants named (``min_s`` doubles as the per-problem floor, as there) plus a reserve and a hard cutoff
 (AIMO2 2nd place stopped everything at 4 h 57 min of 5 h). AIMO2 2nd place instead picked a sample count from
@@ -53,6 +58,7 @@ class Allotment:
     problems_left: int  # this one included
     time_left_s: float | None  # usable time before the reserve; negative when over time
     past_cutoff: bool
+    unbanked_s: float | None = None  # the seconds the formula gives without the bank (banking only adds to them)
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,8 @@ class BudgetManager:
         self._finished: list[Spend] = []
         self._problem_start: float | None = None
         self._allotted: float | None = None
+        self._unbanked: float | None = None
+        self.bank = 0.0  # seconds banked by earlier problems (``banking``)
 
     # ---- the arithmetic -------------------------------------------------------------------------------
 
@@ -135,11 +143,14 @@ class BudgetManager:
             seconds = None if cutoff is None else max(0.0, cutoff - now)
             return Allotment(cutoff, seconds, left, None, self.past_cutoff())
         time_left = self.start + c.total_s - c.reserve_s - now
-        deadline = now + problem_seconds(time_left, left, c.min_s, c.max_s)
+        unbanked = problem_seconds(time_left, left, c.min_s, c.max_s)
+        cap = c.max_s + self.bank if c.banking else c.max_s
+        deadline = now + problem_seconds(time_left, left, c.min_s, cap)
         if cutoff is not None:
             deadline = min(deadline, cutoff)
         deadline = max(deadline, now)  # past the cutoff: zero seconds, never a deadline in the past
-        return Allotment(deadline, deadline - now, left, time_left, self.past_cutoff())
+        return Allotment(deadline, deadline - now, left, time_left, self.past_cutoff(),
+                         min(unbanked, deadline - now))
 
     # ---- the per-problem cycle ------------------------------------------------------------------------
 
@@ -148,15 +159,32 @@ class BudgetManager:
         allotment = self.allot()
         self._problem_start = self.clock.now()
         self._allotted = allotment.seconds
+        self._unbanked = allotment.unbanked_s
         return allotment.deadline
 
     def finish_problem(self) -> Spend:
-        """Counts the current problem as done, so later ones share what is left; returns what it took."""
+        """Counts the current problem as done, so later ones share what is left; returns what it took.
+
+        >>> from solver.clock import FakeClock
+        >>> clock = FakeClock(0.0)
+        >>> budget = BudgetManager(BudgetConfig(total_s=10_000, problems=10, min_s=300, max_s=900, reserve_s=0,
+        ...                                     banking=True), clock)
+        >>> budget.next_deadline()
+        900.0
+        >>> clock.advance(200); budget.finish_problem().used_s, budget.bank
+        (200.0, 700.0)
+        >>> budget.next_deadline() - clock.now()  # 900 + the 700 banked
+        1600.0
+        >>> clock.advance(1300); budget.finish_problem().used_s, budget.bank  # drew 400 of the bank
+        (1300.0, 300.0)
+        """
         now = self.clock.now()
         started = self._problem_start if self._problem_start is not None else now
         spend = Spend(len(self._finished), self._allotted, now - started)
+        if self.config.banking and self._unbanked is not None:
+            self.bank = max(0.0, self.bank + self._unbanked - spend.used_s)
         self._finished.append(spend)
-        self._problem_start, self._allotted = None, None
+        self._problem_start, self._allotted, self._unbanked = None, None, None
         return spend
 
     @property

@@ -36,10 +36,10 @@ patterns; a state walks it one finish at a time, so a decision costs one dict lo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from solver.config import AnswerConfig, StopConfig, VoteConfig
-from solver.core.stopping import make_stopper, stop_reason
+from solver.config import AnswerConfig, Config, StopConfig, VoteConfig
+from solver.core.stopping import make_stopper, stop_reason, top_counts
 from solver.core.voting import decide, make_voter
 from solver.types import Ballot, Repetition, Stopper, StopReason, Voter, VoteState
 
@@ -114,22 +114,34 @@ def _step(node: _Node, ballot: Ballot | None, ranks: dict[str, int]) -> _Node:
 @dataclass(frozen=True)
 class Rules:
     """What decides a problem: the voter, the stopper (as a :class:`StopTable`, shared by every problem played
-    with these rules), the default answer and the repetitions allowed."""
+    with these rules), the default answer, the repetitions allowed, and a second round: ``retry_reps`` more
+    repetitions when the first ``max_repetitions`` have all finished and no answer has ``retry_below`` votes
+    (0: no second round)."""
 
     voter: Voter
     stops: StopTable
     default: str
     max_repetitions: int
+    retry_reps: int = 0
+    retry_below: int = 2
 
     @classmethod
-    def build(cls, vote: VoteConfig, answers: AnswerConfig, stop: StopConfig, max_repetitions: int) -> Rules:
-        """The rules a config names (a ``ConfigError`` for an unknown voter or stopper)."""
-        return cls(make_voter(vote, answers), StopTable(make_stopper(stop, max_repetitions)), answers.default,
-                   max_repetitions)
+    def build(cls, vote: VoteConfig, answers: AnswerConfig, stop: StopConfig, max_repetitions: int,
+              retry_reps: int = 0, retry_below: int = 2) -> Rules:
+        """The rules a config names (a ``ConfigError`` for an unknown voter or stopper); the stopper knows the
+        repetitions of both rounds, the state the first round's."""
+        return cls(make_voter(vote, answers), StopTable(make_stopper(stop, max_repetitions + retry_reps)),
+                   answers.default, max_repetitions, retry_reps, retry_below)
+
+    @classmethod
+    def of(cls, config: Config) -> Rules:
+        """The rules of a whole config (``solve.reps``, ``solve.retry_reps`` and ``solve.retry_below``)."""
+        s = config.solve
+        return cls.build(config.vote, config.answers, config.stop, s.reps, s.retry_reps, s.retry_below)
 
     def with_limit(self, max_repetitions: int) -> Rules:
         """The same rules for another number of repetitions (a draw shorter than the limit)."""
-        return Rules(self.voter, self.stops, self.default, max_repetitions)
+        return replace(self, max_repetitions=max_repetitions)
 
 
 class ProblemState:
@@ -150,13 +162,14 @@ class ProblemState:
     False
     """
 
-    __slots__ = ("rules", "ballots", "launched", "stopped_by", "_ranks", "_node")
+    __slots__ = ("rules", "ballots", "launched", "stopped_by", "retried", "_ranks", "_node")
 
     def __init__(self, rules: Rules) -> None:
         self.rules = rules
         self.ballots: list[Ballot | None] = []  # one per finished repetition that counted, in finish order
         self.launched = 0
         self.stopped_by: StopReason | None = None
+        self.retried = False  # the second round was granted
         self._ranks: dict[str, int] = {}
         self._node = rules.stops.root(rules.max_repetitions)
 
@@ -191,7 +204,27 @@ class ProblemState:
         if not node.asked:  # the first time any state met this pattern: ask the stopper itself
             self.rules.stops.decide(node, VoteState(tuple(self.ballots), self.rules.max_repetitions))
         self.stopped_by = node.reason
+        if self.stopped_by == "max_reps" and self._retry_due():
+            self._second_round()
         return True
+
+    def _retry_due(self) -> bool:
+        """The round used every repetition (the limit stopped it, nothing else) and no answer has the votes the
+        second round asks for."""
+        rules = self.rules
+        return (rules.retry_reps > 0 and not self.retried
+                and top_counts(VoteState(tuple(self.ballots), rules.max_repetitions))[0] < rules.retry_below)
+
+    def _second_round(self) -> None:
+        """The limit grows by ``retry_reps`` and the problem goes on; its vote pattern is walked again from the
+        larger limit's root (the stoppers that count what is left see the new limit)."""
+        self.retried = True
+        self.stopped_by = None
+        self.rules = self.rules.with_limit(self.rules.max_repetitions + self.rules.retry_reps)
+        node, ranks = self.rules.stops.root(self.rules.max_repetitions), {}
+        for ballot in self.ballots:
+            node = _step(node, ballot, ranks)
+        self._node = node
 
     def expire(self) -> StopReason:
         """The deadline passed: the problem stops now unless it has already."""

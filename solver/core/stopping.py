@@ -395,7 +395,7 @@ def parse_stopper(spec: str) -> Stopper:
     >>> parse_stopper("beta:2")
     Traceback (most recent call last):
     ...
-    solver.config.ConfigError: stopper 'beta' needs a number in [0.5, 1], got '2'
+    solver.errors.ConfigError: stopper 'beta' needs a number in [0.5, 1], got '2'
     """
     name, _, param = spec.strip().partition(":")
     return STOPPERS.create(name, param or None)

@@ -14,7 +14,13 @@ leaves mid-turn (the first-answer watch, a cancellation) gets no more of it.
 
 Timing: each turn takes its recorded engine time (``Turn.duration_s``), or ``generated_tokens / tokens_per_s``
 when a rate is configured, multiplied by ``time_scale`` (1 = as recorded, 0 = instant). The scale is
-``engine.replay_time_scale``.
+``engine.replay_time_scale``. With ``engine.replay_timing: model`` the turns share one engine under its time model
+(``engine.time_model``, ``solver.timing``) as the simulator plays them: a request waits its latency, its uncached
+prompt is prefilled (holding every stream), and each piece of tokens arrives when the engine's step counter, which
+moves at the speed of the sequences decoding and their contexts (``EngineClock``), reaches it; a stream joining or
+leaving wakes the others to take the new speed. The recorded outputs (``engine.replay_outputs``) then take their
+calls' recorded seconds, at the same scale. A request past the engine's context (``engine.args.max_model_len``)
+stops there with finish ``length``; a prompt that already fills it fails.
 
 Recorded outputs (``engine.replay_outputs``): instead of running the code, ``RecordedOutputs`` (a ``Sandbox``)
 answers each call with the execution recorded for the turn that asked for it. Which turn that is, the engine says:
@@ -34,6 +40,8 @@ from pathlib import Path
 
 from solver.config import Config, ConfigError
 from solver.runlog import LogError, read_log
+from solver.timing.clock import EngineClock
+from solver.timing.model import EngineTimeModel, load_time_model
 from solver.types import (Delta, Engine, Execution, FinishReason, GenerationRequest, Problem, Repetition, Sandbox,
                           Tokenizer, Turn)
 
@@ -175,17 +183,83 @@ class TimingModel:
         return max(0.0, base) * self.time_scale
 
 
+class EngineTime:
+    """The replay engine's streams on one engine under a time model (module docstring), on the running loop's
+    clock scaled by ``time_scale`` (model seconds = loop seconds / scale; the scale must be > 0)."""
+
+    def __init__(self, model: EngineTimeModel, time_scale: float) -> None:
+        if not time_scale > 0:
+            raise ConfigError("engine.replay_timing model needs engine.replay_time_scale > 0")
+        self.model = model
+        self.scale = time_scale
+        self.clock = EngineClock(model)
+        self._origin: float | None = None
+        self._changed = asyncio.Event()
+        self._ends: dict[tuple[str, int], int] = {}  # context after each repetition's previous request
+
+    def now(self) -> float:
+        """Model seconds since the first request."""
+        t = asyncio.get_running_loop().time()
+        if self._origin is None:
+            self._origin = t
+        return (t - self._origin) / self.scale
+
+    def _wake(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def _reach(self, steps: float) -> None:
+        """Wait until the engine's step counter reaches ``steps``, waking to recompute at every change."""
+        clock = self.clock
+        while True:
+            now = self.now()
+            clock.advance(now)
+            due = clock.time_of(steps)
+            if due <= now + 1e-9:
+                clock.reach(steps)
+                return
+            changed = self._changed
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), (due - now) * self.scale)
+
+    async def pace(self, owner: tuple[str, int], prompt: int, deltas: Sequence[Delta],
+                   last: bool) -> AsyncIterator[Delta]:
+        """``deltas`` of one request of repetition ``owner``, each when the engine has decoded it; ``last``: the
+        repetition sends no request after this one."""
+        await asyncio.sleep(self.model.request_s * self.scale)
+        clock = self.clock
+        clock.advance(self.now())
+        clock.prefill(prompt, self._ends.get(owner))
+        joined = clock.join(prompt)
+        self._wake()
+        done = 0
+        try:
+            for delta in deltas:
+                done += len(delta.token_ids) or delta.token_count
+                await self._reach(joined + done)
+                yield delta
+        finally:
+            clock.advance(self.now())
+            clock.leave(prompt, joined)
+            self._wake()
+            if last:
+                self._ends.pop(owner, None)
+            else:
+                self._ends[owner] = prompt + done
+
+
 class ReplayEngine:
     """An ``Engine`` over recorded repetitions; ``tokenizer`` is None (prompts are not re-tokenised)."""
 
     name = "replay"
     tokenizer: Tokenizer | None = None
 
-    def __init__(self, recorded: dict[str, list[Repetition]], timing: TimingModel = TimingModel(),
-                 sleep: Sleep = asyncio.sleep) -> None:
+    def __init__(self, recorded: dict[str, list[Repetition]], timing: TimingModel | EngineTime = TimingModel(),
+                 sleep: Sleep = asyncio.sleep, max_model_len: int | None = None) -> None:
         self._recorded = recorded
         self.timing = timing
         self._sleep = sleep
+        self.max_model_len = max_model_len
         self._open = 0  # streams started and not yet ended (finished, failed or left by the consumer)
 
     def recorded_turn(self, problem_id: str, repetition: int, turn: int) -> Turn | None:
@@ -209,13 +283,29 @@ class ReplayEngine:
                                    f"({self.available(request.problem_id)} repetitions recorded)"))
                 return
             mark_served((request.problem_id, request.repetition, request.turn))
-            if len(turn.token_ids) > request.max_tokens:  # the request's limit comes first: cut there
-                ids = turn.token_ids[: request.max_tokens]
+            limit = request.max_tokens
+            if self.max_model_len is not None:
+                room = self.max_model_len - turn.prompt_tokens
+                if room <= 0:
+                    yield Delta(text="", token_ids=(), finish_reason="error",
+                                error=f"the prompt ({turn.prompt_tokens} tokens) fills the engine's context "
+                                      f"({self.max_model_len})")
+                    return
+                limit = min(limit, room)
+            if len(turn.token_ids) > limit:  # the request's limit (or the context's) comes first: cut there
+                ids = turn.token_ids[:limit]
                 deltas = recorded_deltas("", ids, len(ids), "length", turn.prompt_tokens)
             else:
                 deltas = recorded_deltas(turn.text, turn.token_ids, turn.generated_tokens, turn.finish_reason,
                                          turn.prompt_tokens, request.stop_token_ids,
                                          stop_reason_of(turn, request.stop))
+            if isinstance(self.timing, EngineTime):
+                last = request.turn + 1 >= len(self._recorded[request.problem_id][request.repetition].turns)
+                owner = (request.problem_id, request.repetition)
+                async with contextlib.aclosing(self.timing.pace(owner, turn.prompt_tokens, deltas, last)) as paced:
+                    async for delta in paced:
+                        yield delta
+                return
             pause = self.timing.seconds(turn) / len(deltas)
             for delta in deltas:
                 if pause > 0:
@@ -239,17 +329,20 @@ class ReplayEngine:
 
 class RecordedOutputs:
     """A ``Sandbox`` that runs nothing: each call gets the execution ``lookup(key, code)`` gives for the recorded
-    turn ``key`` this task was served last (``served()``), or an error execution saying there is none. Its
-    sessions are itself (a recording has no state to keep)."""
+    turn ``key`` this task was served last (``served()``), or an error execution saying there is none, after its
+    recorded seconds times ``time_scale`` (0: at once). Its sessions are itself (a recording has no state)."""
 
-    def __init__(self, lookup: Callable[[Key, str], Execution | None]) -> None:
+    def __init__(self, lookup: Callable[[Key, str], Execution | None], time_scale: float = 0.0) -> None:
         self.lookup = lookup
+        self.time_scale = time_scale
 
     async def run(self, code: str, *, timeout_s: float | None = None) -> Execution:
         key = served()
         found = self.lookup(key, code) if key is not None else None
         if found is None:
             return Execution(code, "error", "", f"no recorded output for this call (turn {key})", 0.0)
+        if self.time_scale > 0 and found.duration_s > 0:
+            await asyncio.sleep(found.duration_s * self.time_scale)
         return found
 
     async def session(self) -> RecordedOutputs:
@@ -259,8 +352,12 @@ class RecordedOutputs:
         return None
 
 
-def timing_from_config(config: Config) -> TimingModel:
-    return TimingModel(tokens_per_s=config.engine.replay_tokens_per_s, time_scale=config.engine.replay_time_scale)
+def timing_from_config(config: Config) -> TimingModel | EngineTime:
+    """The recorded durations (or a rate), or with ``engine.replay_timing: model`` the engine time model."""
+    e = config.engine
+    if e.replay_timing == "model" and e.time_model:
+        return EngineTime(load_time_model(e.time_model), e.replay_time_scale)
+    return TimingModel(tokens_per_s=e.replay_tokens_per_s, time_scale=e.replay_time_scale)
 
 
 async def open_replay_engine(config: Config) -> ReplayEngine:
@@ -272,14 +369,17 @@ async def open_replay_engine(config: Config) -> ReplayEngine:
         recorded = pooled_repetitions(config.engine.replay_from)
     except LogError as exc:
         raise ConfigError(str(exc)) from exc
-    return ReplayEngine(recorded, timing)
+    length = config.engine.args.get("max_model_len")
+    return ReplayEngine(recorded, timing, max_model_len=int(length) if length else None)
 
 
 @contextlib.asynccontextmanager
 async def recorded_parts(config: Config) -> AsyncIterator[tuple[Engine, Sandbox]]:
-    """The replay engine and, for ``engine.replay_outputs``, the sandbox that gives back its recorded outputs."""
+    """The replay engine and, for ``engine.replay_outputs``, the sandbox that gives back its recorded outputs
+    (after their recorded seconds, scaled, when the engine is timed by its model)."""
     engine = await open_replay_engine(config)
+    scale = config.engine.replay_time_scale if isinstance(engine.timing, EngineTime) else 0.0
     try:
-        yield engine, RecordedOutputs(engine.recorded_execution)
+        yield engine, RecordedOutputs(engine.recorded_execution, scale)
     finally:
         await engine.close()

@@ -58,7 +58,7 @@ def competition(name: str | Competition) -> Competition:
     >>> competition("aimo9")
     Traceback (most recent call last):
     ...
-    solver.config.ConfigError: unknown competition 'aimo9' (choose from aimo2, aimo3)
+    solver.errors.ConfigError: unknown competition 'aimo9' (choose from aimo2, aimo3)
     """
     if isinstance(name, Competition):
         return name

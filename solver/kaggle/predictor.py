@@ -5,7 +5,7 @@ polars Series each), and expects a one-row frame back: ``id`` equal to the row i
 the competition's range. The adapter
 
 - refuses a config naming an unknown voter, stopper, prompt, engine or model path when it is built, before any
-  model loads (one-line :class:`~solver.config.ConfigError` / ``ModelError``),
+  model loads (one-line :class:`~solver.errors.ConfigError` / ``ModelError``),
 - builds the engine on the FIRST call (that call has no gateway deadline; loading counts against the budget),
 - gives each problem a deadline from :class:`~solver.core.budget.BudgetManager`, bounded by the gateway's per-call
   limit, and past the global cutoff answers the default at once,

@@ -59,7 +59,7 @@ class ProblemSolver:
         self.engine = engine
         self.sandbox = sandbox
         self.clock = clock or SystemClock()
-        self.rules = Rules.build(config.vote, config.answers, config.stop, config.solve.reps)
+        self.rules = Rules.of(config)
         self.voter = self.rules.voter
         self.dialect = make_dialect(config, engine.tokenizer)
         if config.answers.integer:

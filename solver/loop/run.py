@@ -44,7 +44,7 @@ def check_runnable(config: Config) -> None:
     from solver.engines import factory_path
     from solver.tiny_model import resolve_model
 
-    Rules.build(config.vote, config.answers, config.stop, config.solve.reps)
+    Rules.of(config)
     Template.load(config.prompt.template)
     check_dialect(config)  # harmony's vocabulary offline; a chat template that declares hermes's tool
     factory_path(config.engine.name)
@@ -60,6 +60,10 @@ def check_runnable(config: Config) -> None:
         raise ConfigError("a time budget needs solve.parallel_problems = 1 (problems arrive one at a time)")
     if config.engine.name == "replay" and not config.engine.replay_from:
         raise ConfigError("the replay engine needs --from RUN_DIR")
+    if config.engine.time_model:
+        from solver.timing.model import load_time_model
+
+        load_time_model(config.engine.time_model)  # an unknown name fails here, not when a replay first times a turn
 
 
 async def drive(session: RunSession, problems: Sequence[Problem], runner: Runner) -> RunOutcome:

@@ -20,7 +20,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -240,9 +240,12 @@ def _trace_run(path: Path, config: Config, tokens_per_s: float | None) -> tuple[
 
 
 def import_samples(path: Path, out: Path, config: Config, fields: SampleFields = SampleFields(),
-                   tokens_per_s: float | None = None) -> ImportSummary:
+                   tokens_per_s: float | None = None, measure_tools: bool = False,
+                   on_measured: Callable[[int], None] | None = None) -> ImportSummary:
     """Write ``out`` as a run of the samples or token traces in ``path``; ``out`` must not exist yet.
-    ``tokens_per_s`` times imported attempts' turns (``trace_import.turn_seconds``)."""
+    ``tokens_per_s`` times imported attempts' turns (``trace_import.turn_seconds``); ``measure_tools`` runs every
+    imported call's code again in the config's sandbox and records its seconds (``tool_times``), calling
+    ``on_measured(i)`` as attempt ``i`` is done."""
     path, out = Path(path), Path(out)
     if out.exists():
         raise SampleImportError(f"{out} already exists; choose a new directory")
@@ -250,10 +253,16 @@ def import_samples(path: Path, out: Path, config: Config, fields: SampleFields =
         raise SampleImportError(f"tokens per second must be > 0, got {tokens_per_s}")
     try:
         traces = holds_traces(path)
+        if measure_tools and not traces:
+            raise SampleImportError(f"{path}: --measure-tools needs token traces (samples record no tool calls)")
         problems, reps, shortened = _trace_run(path, config, tokens_per_s) if traces else \
             (*_sample_run(path, config, fields), 0)
     except TraceError as exc:
         raise SampleImportError(str(exc)) from exc
+    if measure_tools:
+        from solver.offline.tool_times import measure_repetitions
+
+        reps = measure_repetitions(reps, config.sandbox, on_attempt=on_measured)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:

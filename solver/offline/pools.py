@@ -13,7 +13,9 @@ from solver.config import Config
 from solver.core.state import cast
 from solver.core.voting import make_voter
 from solver.errors import BadInput
+from solver.offline.plans import Limits, attempt_plan, limited
 from solver.runlog import LogError, read_log
+from solver.timing.timeline import AttemptPlan
 from solver.types import Ballot, Problem, Repetition
 
 
@@ -75,13 +77,15 @@ def load_pools(run_dirs: Sequence[Path]) -> tuple[list[ProblemPool], Config]:
 
 @dataclass(frozen=True)
 class Prepared:
-    """What a trial needs of one problem, without the text: ballots per voter (what each finished repetition
-    brings to the problem's state, ``solver.core.state.cast``), seconds and tokens per rep."""
+    """What a trial needs of one problem, without the text, each recorded repetition as a run under the config's
+    limits makes it (``solver.offline.plans.limited``): ballots per voter (what it brings to the problem's state,
+    ``solver.core.state.cast``), seconds and tokens, and its requests for an engine time model."""
 
     problem: Problem
     ballots: dict[str, tuple[Ballot | None, ...]]  # voter name -> one ballot per recorded repetition
     seconds: np.ndarray  # float, per recorded repetition
     tokens: np.ndarray  # float, per recorded repetition
+    plans: tuple[AttemptPlan, ...] = ()
 
 
 def repetition_seconds(rep: Repetition, tokens_per_s: float | None) -> float:
@@ -102,9 +106,11 @@ def prepare(pools: Sequence[ProblemPool], voters: Sequence[str], config: Config,
             tokens_per_s: float | None) -> list[Prepared]:
     out = []
     made = {name: make_voter(replace(config.vote, voter=name), config.answers) for name in voters}
+    limits = Limits.of(config)
     for pool in pools:
-        ballots = {name: tuple(cast(v, r) for r in pool.repetitions) for name, v in made.items()}
-        seconds = np.array([repetition_seconds(r, tokens_per_s) for r in pool.repetitions], dtype=float)
-        tokens = np.array([r.generated_tokens for r in pool.repetitions], dtype=float)
-        out.append(Prepared(pool.problem, ballots, seconds, tokens))
+        reps = [limited(r, limits, config.answers) for r in pool.repetitions]
+        ballots = {name: tuple(cast(v, r) for r in reps) for name, v in made.items()}
+        seconds = np.array([repetition_seconds(r, tokens_per_s) for r in reps], dtype=float)
+        tokens = np.array([r.generated_tokens for r in reps], dtype=float)
+        out.append(Prepared(pool.problem, ballots, seconds, tokens, tuple(attempt_plan(r) for r in reps)))
     return out

@@ -29,10 +29,15 @@ class Summary:
     stops: dict[str, float]  # stop reason -> share of problems
     scores: np.ndarray  # every trial's score
     right_share: np.ndarray  # per recorded problem (pools' order): share of its trials answered right (nan: never drawn)
+    cut: float = 0.0  # mean problems per run the budget cut (stopped at their deadline)
+    retried: float = 0.0  # mean problems per run that ran a second round
+    bootstrapped: float = 0.0  # mean problems per run that launched repetitions drawn again (more than recorded)
+    bootstrap_bias: float | None = None  # estimated score those draws add (problems per run; None: not estimated)
+    total_std: float = 0.0  # spread of the whole run's seconds over trials
 
 
-def summarise(settings: Sequence[Setting], result: ChunkResult, problems: int,
-              thresholds: Sequence[int]) -> list[Summary]:
+def summarise(settings: Sequence[Setting], result: ChunkResult, problems: int, thresholds: Sequence[int],
+              biases: Sequence[float | None] | None = None) -> list[Summary]:
     out = []
     for i, setting in enumerate(settings):
         scores = result.scores[i]
@@ -44,7 +49,9 @@ def summarise(settings: Sequence[Setting], result: ChunkResult, problems: int,
             {x: float((scores >= x).mean()) for x in thresholds}, float(result.finished[i].mean()),
             float(result.launched[i].mean()), float(result.tokens[i].mean()), float(result.seconds[i].mean()),
             float(result.total_seconds[i].mean()), {k: v / total for k, v in stops.most_common()}, scores,
-            np.divide(result.right[i], result.drawn, out=np.full(len(result.drawn), np.nan), where=result.drawn > 0)))
+            np.divide(result.right[i], result.drawn, out=np.full(len(result.drawn), np.nan), where=result.drawn > 0),
+            float(result.cut[i].mean()), float(result.retried[i].mean()), float(result.bootstrapped[i].mean()),
+            None if biases is None else biases[i], float(result.total_seconds[i].std())))
     return out
 
 

@@ -9,6 +9,7 @@ simulator's, so what it does not model (see ``solver/offline/simulate.py``) the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -32,13 +33,19 @@ DEFAULT_TRIALS = 200
 ADAPTIVE_CONSISTENCY = "beta"  # the registry name of the Adaptive-Consistency rule, the published reference
 
 
-def default_reps(smallest: int) -> tuple[int, ...]:
-    """Repetition caps to search: a quarter, a third, half, two thirds and all of the fewest recorded.
+def default_reps(sizes: Sequence[int], configured: int | None = None) -> tuple[int, ...]:
+    """Repetition caps to search: a quarter, a third, half, two thirds and all of the median problem's recorded
+    repetitions (so the largest cap is drawn exactly for half the problems, whatever the sparsest one has), and the
+    config's own ``solve.reps`` (the policy being tuned; the problems with fewer recorded are topped up and the
+    report says what that costs).
 
-    >>> default_reps(30), default_reps(4), default_reps(1)
-    ((7, 10, 15, 20, 30), (1, 2, 4), (1,))
+    >>> default_reps([30] * 88), default_reps([4, 4, 5, 6]), default_reps([1] * 8 + [5] * 30 + [9] * 15, 8)
+    ((7, 10, 15, 20, 30), (1, 2, 3, 5), (1, 2, 3, 5, 8))
     """
-    return tuple(sorted({max(1, smallest * a // b) for a, b in ((1, 4), (1, 3), (1, 2), (2, 3), (1, 1))}))
+    ordered = sorted(sizes)
+    cap = max(1, ordered[len(ordered) // 2]) if ordered else 1
+    caps = {max(1, cap * a // b) for a, b in ((1, 4), (1, 3), (1, 2), (2, 3), (1, 1))}
+    return tuple(sorted(caps | ({configured} if configured else set())))
 
 
 @dataclass(frozen=True)
@@ -67,7 +74,13 @@ def tune(req: SimulationRequest, rule: PickRule,
     sizes = [len(p.repetitions) for p in pools]
     if not sizes or max(sizes) == 0:
         raise SimulationError("the runs hold no finished repetitions")
-    full_req = replace(req, reps=req.reps or default_reps(min(sizes)), stoppers=req.stoppers or DEFAULT_STOPPERS)
+    full_req = replace(req, reps=req.reps or default_reps(sizes, config.solve.reps),
+                       stoppers=req.stoppers or DEFAULT_STOPPERS)
+    starved = [b for b in (req.budgets or (config.budget.total_s,)) if b is not None and b <= config.budget.reserve_s]
+    if starved:
+        raise SimulationError(f"--budget {starved[0]:g} s is not above budget.reserve_s = "
+                              f"{config.budget.reserve_s:g} s: no problem would get any time (lower it with --set "
+                              "budget.reserve_s=SECONDS)")
     report = simulate_pools(full_req, pools, config)
     summaries = report.summaries
     axes = [a for a in AXES if any(cost(s, a) > 0 for s in summaries)]
@@ -83,15 +96,22 @@ def tune(req: SimulationRequest, rule: PickRule,
 
 
 def chosen_config(report: TuneReport) -> dict[str, object]:
-    """The chosen setting as the config keys it decides (a file ``solver solve --config`` layers on a preset).
-    Workers are written only when the search varied them: otherwise they are the hardware's, not the policy's."""
+    """The chosen setting as the config keys it decides (a file ``solver solve --config`` and the Kaggle predictor
+    layer on a preset). Workers are written only when the search varied them, or searched auto workers: otherwise
+    they are the hardware's, not the policy's. Under a budget the time policy is written whole (the clamp, banking), so the file does not
+    depend on the preset's budget section."""
     s = report.choice.setting
-    data: dict[str, object] = {"vote": {"voter": s.voter}, "stop": {"stoppers": list(s.stoppers)},
-                               "solve": {"reps": s.reps}}
+    solve: dict[str, object] = {"reps": s.reps, "retry_reps": s.retry}
     if report.workers_given:
-        data["solve"] = {"reps": s.reps, "workers": s.workers}
+        solve["workers"] = s.workers
+    elif report.simulation.config.solve.workers == 0:
+        solve["workers"] = 0  # searched with auto workers (--set solve.workers=0): run with them
+    data: dict[str, object] = {"vote": {"voter": s.voter}, "stop": {"stoppers": list(s.stoppers)}, "solve": solve}
     if s.budget_s is not None:
-        data["budget"] = {"total_s": s.budget_s, "problems": report.choice.problems}
+        base = report.simulation.config.budget
+        low, high = s.clamp if s.clamp is not None else (base.min_s, base.max_s)
+        data["budget"] = {"total_s": s.budget_s, "problems": report.choice.problems, "min_s": low, "max_s": high,
+                          "reserve_s": base.reserve_s, "cutoff_s": base.cutoff_s, "banking": s.banking}
     return data
 
 

@@ -10,7 +10,7 @@ from solver.files import atomic_write
 from solver.offline.frontier import AXIS_LABELS, Axis, cost, frontier
 from solver.offline.html_report import Image, Page, Preformatted, Section, Table, render
 from solver.report import markdown_table
-from solver.offline.simulate_output import calibration_lines, summary_rows
+from solver.offline.simulate_output import calibration_lines, summary_rows, timing_text
 from solver.offline.summary import Summary
 from solver.offline.tune import TuneReport, config_text, stoppers_label, write_config
 
@@ -36,15 +36,29 @@ def band(s: Summary) -> str:
 
 def frontier_rows(report: TuneReport, axis: Axis) -> tuple[list[str], list[list[object]]]:
     """The frontier of ``axis`` as a table, cheapest first, with the chosen setting marked."""
-    head = ["N", "voter", "stop", AXIS_LABELS[axis], "accuracy %", "5–95 %", "vs every repetition (points)",
-            "chosen"]
+    head = ["N", "voter", "stop", "W, budget, time policy", AXIS_LABELS[axis], "accuracy %", "5–95 %",
+            "vs every repetition (points)", "chosen"]
     best_full = max((accuracy(s) for s in report.full), default=math.nan)
     rows: list[list[object]] = []
     for s in report.frontiers[axis]:
-        rows.append([s.setting.reps, s.setting.voter, stoppers_label(s), _cost(s, axis), f"{accuracy(s):.2f}",
-                     band(s), f"{accuracy(s) - best_full:+.2f}" if not math.isnan(best_full) else "-",
+        rows.append([s.setting.reps, s.setting.voter, stoppers_label(s), time_policy(s), _cost(s, axis),
+                     f"{accuracy(s):.2f}", band(s),
+                     f"{accuracy(s) - best_full:+.2f}" if not math.isnan(best_full) else "-",
                      "★" if s is report.choice else ""])
     return head, rows
+
+
+def time_policy(s: Summary) -> str:
+    """Workers, the budget and the time policy, as a table cell.
+
+    >>> from solver.offline.trials import Setting
+    >>> from types import SimpleNamespace
+    >>> time_policy(SimpleNamespace(setting=Setting(8, "majority", (), 8, 18000.0, 4, None, True)))
+    'W=8, 18000 s, retry=4 banking'
+    """
+    t = s.setting
+    budget = "no budget" if t.budget_s is None else f"{t.budget_s:g} s"
+    return f"W={t.workers}, {budget}" + (f", {t.policy_label.strip()}" if t.policy_label else "")
 
 
 def reference_rows(report: TuneReport) -> tuple[list[str], list[list[object]]]:
@@ -110,11 +124,14 @@ def markdown(report: TuneReport) -> str:
         "# Tuning: stopping rule × parameters × voter × repetitions", "",
         f"Runs: {', '.join(str(p) for p in req.run_dirs)}; {sim.pools} problems recorded, "
         f"{sim.recorded[0]}–{sim.recorded[1]} finished repetitions each; K = {k} problems per leaderboard run; "
-        f"{len(report.summaries)} settings × {req.trials} trials on common draws (seed {req.seed}, draw {req.draw}).",
+        f"{len(report.summaries)} settings × {req.trials} trials on common draws (seed {req.seed}, draw "
+        f"{req.draw}); timing: {timing_text(sim)}.",
         "",
         f"**Chosen** by the rule “{report.rule.text}”: **{c.setting.label}** — expected accuracy "
-        f"{accuracy(c):.2f} % (5–95 % of leaderboard runs: {band(c)}), {c.launched:.2f} repetitions launched per "
-        "problem" + (f", {c.tokens:.0f} tokens, {c.seconds:.1f} s" if not sim.zero_time else "") + ".",
+        f"{accuracy(c):.2f} % ({c.mean:.2f} ± {c.std:.2f} of {k}; 5–95 % of leaderboard runs: {band(c)}), "
+        f"{c.launched:.2f} repetitions launched per problem"
+        + (f", {c.tokens:.0f} tokens, {c.seconds:.1f} s per problem, {c.total_seconds:.0f} s per run, "
+           f"{c.cut:.2f} problems cut by the budget per run" if not sim.zero_time else "") + ".",
         "",
     ]
     if report.full:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from solver.core.budget import BudgetManager, problem_seconds
@@ -156,3 +158,27 @@ def test_a_resumed_budget_counts_earlier_sessions_time_and_problems() -> None:
     assert resumed.next_deadline() == 900.0  # 1000 s left − 100 for the last problem, then the cutoff
     with pytest.raises(ValueError):
         BudgetManager(config, FakeClock(0.0), spent_s=-1)
+
+
+def test_banking_lifts_the_cap_by_what_earlier_problems_left() -> None:
+    """Without banking every problem is capped at max_s; with it, a hard problem after easy ones may take what they
+    left, and drawing on the bank spends it. The floors of later problems still hold."""
+    plain, banked = (replace(H100, banking=flag) for flag in (False, True))
+    for config, second in ((plain, 900.0), (banked, 900.0 + 3 * 800.0)):
+        clock = FakeClock(0.0)
+        budget = BudgetManager(config, clock)
+        for _ in range(3):  # three easy problems of 100 s
+            budget.next_deadline()
+            clock.advance(100.0)
+            budget.finish_problem()
+        assert budget.next_deadline() - clock.now() == second
+    clock = FakeClock(0.0)
+    budget = BudgetManager(replace(banked, problems=3, total_s=2300, reserve_s=0, cutoff_s=None), clock)
+    budget.next_deadline()
+    clock.advance(100.0)
+    budget.finish_problem()
+    # 800 banked: the cap is 900 + 800, under the 1900 left above the last problem's 300 s floor
+    assert budget.next_deadline() - clock.now() == 1700.0
+    clock.advance(1700.0)
+    budget.finish_problem()
+    assert budget.bank == 0.0 and budget.next_deadline() - clock.now() == 500.0

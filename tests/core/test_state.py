@@ -100,3 +100,41 @@ def test_the_pattern_cache_decides_as_the_stopper_itself(spec: str) -> None:
             direct = stop_reason(stopper, VoteState(tuple(state.ballots), reps))
             assert state.stopped_by == direct
             assert table(VoteState(tuple(renamed), reps)) == direct
+
+
+def test_a_second_round_follows_an_inconclusive_first_round_once() -> None:
+    """retry_reps more repetitions when every repetition of the round finished and no answer has retry_below
+    votes; the stoppers then count the larger limit; a conclusive round, or a second one, stops as before."""
+    split = Rules.build(VoteConfig(), AnswerConfig(), StopConfig(("lossless",)), 3, retry_reps=2, retry_below=2)
+    state = ProblemState(split)
+    for ballot in (Ballot("1"), Ballot("2"), None):
+        state.launch()
+        state.finish(ballot)
+    assert state.stopped_by is None and state.retried and state.rules.max_repetitions == 5 and state.may_launch()
+    for ballot in (Ballot("2"), Ballot("3")):
+        state.launch()
+        state.finish(ballot)
+    assert (state.stopped_by, state.answer(), state.finished, state.launched) == ("max_reps", "2", 5, 5)
+    agreed = ProblemState(Rules.build(VoteConfig(), AnswerConfig(), StopConfig(), 3, retry_reps=2, retry_below=2))
+    for ballot in (Ballot("1"), Ballot("1"), Ballot("2")):
+        agreed.launch()
+        agreed.finish(ballot)
+    assert agreed.stopped_by == "max_reps" and not agreed.retried  # two agree: no second round
+    off = ProblemState(rules("lossless", reps=3))
+    for ballot in (Ballot("1"), Ballot("2"), None):
+        off.launch()
+        off.finish(ballot)
+    assert off.stopped_by == "max_reps" and not off.retried
+
+
+def test_a_second_round_is_the_stoppers_business_too() -> None:
+    """In the second round the stoppers count its limit: lossless fires when the leader cannot be caught within
+    3 + 4 repetitions."""
+    state = ProblemState(Rules.build(VoteConfig(), AnswerConfig(), StopConfig(("lossless",)), 3, retry_reps=4))
+    for ballot in (Ballot("1"), Ballot("2"), Ballot("3"), Ballot("1"), Ballot("1")):
+        state.launch()
+        state.finish(ballot)
+    assert state.retried and state.stopped_by is None  # 3 against 1 with 2 of 7 left: not yet
+    state.launch()
+    state.finish(Ballot("1"))  # 4 against 1 with 1 left
+    assert (state.stopped_by, state.finished) == ("lossless", 6)

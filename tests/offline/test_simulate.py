@@ -262,3 +262,52 @@ def test_calibration_agrees_on_the_dev_corpus(dev_run: Path):
     cal = report.calibration
     assert cal is not None and cal.setting.reps == 7  # 30 recorded: two held-out runs of 7 per half of 15
     assert cal.ks < 0.2 and abs(cal.mean_gap) < 1.0, (cal.ks, cal.mean_gap)
+
+
+def test_a_setting_draws_its_own_repetitions_whatever_the_grid(tmp_path: Path):
+    """reps=4's row is the same alone and beside reps=12 (which bootstraps the problems of fewer than 12): each
+    setting draws its own N, exact where a problem has N recorded."""
+    run = synthetic(tmp_path / "run", [0.2, 0.5, 0.7, 0.9], reps=6)
+    alone = simulate(request(run, reps=(4,), trials=60, seed=2)).summaries[0]
+    beside = simulate(request(run, reps=(4, 12), trials=60, seed=2)).summaries
+    assert np.array_equal(alone.scores, beside[0].scores) and alone.seconds == beside[0].seconds
+    assert alone.bootstrapped == 0 and alone.bootstrap_bias == 0.0
+    assert beside[1].bootstrapped == 4 and beside[1].bootstrap_bias is not None
+
+
+def test_an_engine_time_model_times_the_attempts(tmp_path: Path):
+    """With a time model every repetition shares the engine: a problem of four one-request repetitions of 100
+    tokens at once takes the request's latency plus 100 steps of four sequences; the engine's start counts once
+    in the run's time, and a budget below one problem's time cuts it."""
+    import yaml
+
+    model = tmp_path / "engine.yaml"
+    model.write_text(yaml.safe_dump({"name": "flat", "step_s": {1: 0.01, 4: 0.02}, "request_s": 0.5,
+                                     "start_s": 30.0}))
+    run = write_run(tmp_path / "run", {f"p{i}": ("3", ["3"] * 4) for i in range(3)})
+    no_reserve = (("budget.reserve_s", 0.0),)
+    free, cut = simulate(request(run, reps=(4,), workers=(4,), budgets=(None, 40.0 + 30.0), trials=5,
+                                 time_model=str(model), overrides=no_reserve)).summaries
+    assert free.seconds == pytest.approx(0.5 + 100 * 0.02)  # the 50 prompt tokens prefill in no time here
+    assert free.total_seconds == pytest.approx(30.0 + 3 * 2.5)
+    assert free.mean == 3 and free.cut == 0
+    assert cut.cut == 0  # 40 s for three problems of 2.5 s
+    report = simulate(request(run, reps=(4,), workers=(4,), budgets=(30.0 + 1.0,), trials=5, time_model=str(model),
+                              overrides=(("budget.min_s", 0.0), ("budget.reserve_s", 0.0))))
+    assert report.summaries[0].cut == 3 and report.time_model is not None and not report.zero_time
+
+
+def test_budget_none_and_bad_policy_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    run = write_run(tmp_path / "run", {"p": ("3", ["3", "4", "3"])})
+    code = main(["simulate", str(run), "--budget", "none", "--budget", "100", "--retry", "0,2", "--trials", "5",
+                 "--jobs", "1", "--calibration-reps", "0", "--out", str(tmp_path / "out")])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "budget=100s" in printed and "budget=-" in printed and "retry=2" in printed
+    for args, message in ((["--time-model", "nosuch"], "unknown time model 'nosuch'"),
+                          (["--clamp", "900:300"], "--clamp needs 0 <= MIN <= MAX"),
+                          (["--retry", "-1"], "--retry values must be >= 0")):
+        code = main(["simulate", str(tmp_path / "missing"), *args, "--out", str(tmp_path / "o2")])
+        err = capsys.readouterr().err
+        assert code == 2 and message in err and err.count("\n") == 1, err
+        assert not (tmp_path / "o2").exists()

@@ -173,19 +173,21 @@ def test_budgets_and_workers_are_searched_and_written(run: Path, tmp_path: Path)
     workers to the preset (they are the hardware's)."""
     from solver.offline.tune import chosen_config
 
-    report = tune(request(run, workers=(1, 4), budgets=(None, 40.0), stoppers=((), ("hold:0.9",))),
-                  PickRule("budget", 2.0, "seconds"))
+    report = tune(request(run, workers=(1, 4), budgets=(None, 40.0), stoppers=((), ("hold:0.9",)),
+                          overrides=(("budget.reserve_s", 0.0),)), PickRule("budget", 2.0, "seconds"))
     assert {s.setting.workers for s in report.summaries} == {1, 4}
     assert {s.setting.budget_s for s in report.summaries} == {None, 40.0}
     chosen = report.choice
     assert chosen.seconds <= 2.0
     data = chosen_config(report)
-    assert data["solve"] == {"reps": chosen.setting.reps, "workers": chosen.setting.workers}
+    assert data["solve"] == {"reps": chosen.setting.reps, "retry_reps": 0, "workers": chosen.setting.workers}
     from dataclasses import replace
 
     budgeted = next(s for s in report.summaries if s.setting.budget_s == 40.0)
-    assert chosen_config(replace(report, choice=budgeted))["budget"] == {"total_s": 40.0,
-                                                                        "problems": budgeted.problems}
+    base = report.simulation.config.budget
+    assert chosen_config(replace(report, choice=budgeted))["budget"] == {
+        "total_s": 40.0, "problems": budgeted.problems, "min_s": base.min_s, "max_s": base.max_s,
+        "reserve_s": base.reserve_s, "cutoff_s": base.cutoff_s, "banking": False}
     assert "workers" not in chosen_config(tune(request(run, workers=()), PickRule()))["solve"]
 
 
@@ -217,3 +219,36 @@ def test_tuning_notebook_runs_on_the_shipped_corpus(tmp_path: Path, monkeypatch:
     assert any("image/png" in o.get("data", {}) for o in cells[2].outputs)
     assert "stoppers:" in "".join(o.get("text", "") for o in cells[3].outputs)
     assert load_config("tiny", str(tmp_path / "chosen.yaml")).solve.reps in (10, 20, 30)
+
+
+def test_the_time_policy_is_searched_and_its_pick_runs_in_solve_and_the_kaggle_config(tmp_path: Path) -> None:
+    """A search over the winners' levers (attempts, a second round, the clamp, banking) under a budget writes the
+    pick whole: solve runs it unchanged on the replay engine, and the Kaggle predictor's config keeps it."""
+    from solver.kaggle.competition import competition, competition_config
+
+    out = tmp_path / "tune"
+    code = main(["tune", str(FIXTURE_RUN), "--out", str(out), "--reps", "2,4", "--stopper", "agree:2",
+                 "--retry", "0,2", "--clamp", "1:50", "--clamp", "2:80", "--banking", "off", "--banking", "on",
+                 "--budget", "200", "--trials", "20", "--jobs", "1", "--tolerance", "0",
+                 "--set", "budget.reserve_s=0"])
+    assert code == 0
+    with open(out / "settings.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert len(rows) == 2 * 2 * 2 * 2
+    assert {(r["retry"], r["clamp"], r["banking"]) for r in rows} == {
+        (retry, clamp, banking) for retry in ("0", "2") for clamp in ("1-50", "2-80")
+        for banking in ("False", "True")}
+    saved = yaml.safe_load((out / "chosen.yaml").read_text())
+    chosen = next(r for r in rows if r["chosen"] == "True")
+    assert saved["solve"]["retry_reps"] == int(chosen["retry"])
+    assert saved["budget"]["total_s"] == 200 and saved["budget"]["banking"] == (chosen["banking"] == "True")
+    assert f"{saved['budget']['min_s']:g}-{saved['budget']['max_s']:g}" == chosen["clamp"]
+    solved = tmp_path / "solved"
+    assert main(["solve", "--engine", "replay", "--from", str(FIXTURE_RUN), "--out", str(solved), "--config",
+                 str(out / "chosen.yaml"), "--set", "engine.replay_time_scale=0"]) == 0
+    ran = yaml.safe_load((solved / "config.yaml").read_text())
+    assert ran["solve"]["retry_reps"] == saved["solve"]["retry_reps"] and ran["budget"] == saved["budget"]
+    assert (solved / "answers.csv").read_text() != ""
+    kaggle = competition_config(load_config("h100-gptoss", str(out / "chosen.yaml")), competition("aimo3"))
+    assert (kaggle.solve.retry_reps, kaggle.budget.banking, kaggle.budget.min_s) == (
+        saved["solve"]["retry_reps"], saved["budget"]["banking"], saved["budget"]["min_s"])

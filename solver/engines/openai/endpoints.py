@@ -27,7 +27,7 @@ def normalise_url(url: str) -> str:
     >>> normalise_url("127.0.0.1:8000")
     Traceback (most recent call last):
     ...
-    solver.config.ConfigError: endpoint '127.0.0.1:8000' is not an http(s) URL such as http://127.0.0.1:8000
+    solver.errors.ConfigError: endpoint '127.0.0.1:8000' is not an http(s) URL such as http://127.0.0.1:8000
     """
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:

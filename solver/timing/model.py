@@ -1,0 +1,192 @@
+"""An engine's speed as data: seconds per decode step by sequences decoding and the context they hold, the cost of
+a request (its latency and the prefill of what its prompt adds), the prefix cache's capacity, and the engine's
+start. One YAML file per named setting in ``solver/timing/data`` (``h100-gptoss``: gpt-oss-120b on one H100 as the
+preset runs it; ``tiny``: the tiny preset on this CPU), each number with its source; ``python -m solver.timing.fit``
+refits one from a benchmark timeline.
+
+The rules the numbers feed (``solver.timing.clock`` and ``solver.timing.timeline`` apply them):
+
+- decoding: every sequence in the batch gains one token per step, and a step takes
+  ``step_s(B) + context_s × S`` seconds for B sequences decoding that hold S context tokens in all (weights read
+  once per step, the KV cache read per context token); ``step_s`` is interpolated between measured batch sizes;
+- a request waits ``request_s`` (admission, scheduling, the first step) and then prefills its uncached prompt
+  tokens at ``prefill_tokens_per_s``, during which no sequence decodes (one engine, one step at a time);
+- uncached: the whole prompt for an attempt's first request; later, what was appended since the previous request
+  plus the previous request's last partial block of ``block_tokens``; but once the cache would hold more than
+  ``cache_tokens`` (``cache_per_context`` tokens per context token of the sequences decoding plus the new prompt),
+  the whole prompt is prefilled again (the all-or-nothing loss of a hybrid model's cache, benchmarks/README.md);
+- ``start_s``: the engine's start, counted once against a run's total time.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from solver.config import ConfigError
+
+DATA_DIR = Path(__file__).parent / "data"
+
+
+@dataclass(frozen=True)
+class EngineTimeModel:
+    """One engine setting's speed (see the module docstring for how the numbers are used).
+
+    >>> m = EngineTimeModel("m", ((1, 0.005), (8, 0.006)), context_s=1e-8)
+    >>> round(m.step_seconds(1, 0), 6), round(m.step_seconds(8, 100_000), 6), round(m.step_seconds(4, 0), 6)
+    (0.005, 0.007, 0.005429)
+    >>> round(m.step_seconds(16, 0), 6)  # beyond the last point: its slope goes on
+    0.007143
+    """
+
+    name: str
+    step_s: tuple[tuple[int, float], ...]  # (sequences decoding, seconds per step with no context), rising
+    context_s: float = 0.0  # seconds per step per context token held by the decoding sequences
+    prefill_tokens_per_s: float = math.inf
+    request_s: float = 0.0  # per request, before its prefill
+    block_tokens: int = 16
+    cache_tokens: int | None = None  # None: the prefix cache never loses a context
+    cache_per_context: float = 1.0
+    start_s: float = 0.0
+    description: str = ""
+    sources: dict[str, str] = field(default_factory=dict)  # key -> where its number came from
+
+    def __post_init__(self) -> None:
+        points = self.step_s
+        _check(bool(points), f"time model {self.name}: step_s needs at least one point")
+        _check(all(b >= 1 and s > 0 for b, s in points), f"time model {self.name}: step_s needs sequences >= 1 "
+                                                         "and seconds > 0")
+        _check(all(b1 < b2 and s1 <= s2 for (b1, s1), (b2, s2) in zip(points, points[1:])),
+               f"time model {self.name}: step_s must rise with the sequences (a larger batch never steps faster)")
+        _check(self.context_s >= 0 and self.request_s >= 0 and self.start_s >= 0,
+               f"time model {self.name}: context_s, request_s and start_s must be >= 0")
+        _check(self.prefill_tokens_per_s > 0, f"time model {self.name}: prefill_tokens_per_s must be > 0")
+        _check(self.block_tokens >= 1, f"time model {self.name}: block_tokens must be >= 1")
+        _check(self.cache_tokens is None or self.cache_tokens > 0, f"time model {self.name}: cache_tokens must be "
+                                                                   "> 0 or null")
+        _check(self.cache_per_context > 0, f"time model {self.name}: cache_per_context must be > 0")
+
+    def base_seconds(self, sequences: int) -> float:
+        """Seconds per decode step for ``sequences`` holding no context (linear between measured points)."""
+        points = self.step_s
+        sizes = [b for b, _ in points]
+        i = bisect.bisect_left(sizes, sequences)
+        if i < len(points) and sizes[i] == sequences:
+            return points[i][1]
+        if i == 0:
+            return points[0][1]
+        if i == len(points):
+            if len(points) == 1:
+                return points[0][1]
+            (b1, s1), (b2, s2) = points[-2], points[-1]
+            return s2 + (s2 - s1) / (b2 - b1) * (sequences - b2)
+        (b1, s1), (b2, s2) = points[i - 1], points[i]
+        return s1 + (s2 - s1) * (sequences - b1) / (b2 - b1)
+
+    def step_seconds(self, sequences: int, context: float) -> float:
+        """Seconds per decode step for ``sequences`` holding ``context`` tokens in all."""
+        return self.base_seconds(sequences) + self.context_s * context
+
+    def tokens_per_s(self, sequences: int, context_each: float) -> float:
+        """Decode throughput of ``sequences`` at ``context_each`` tokens each (the probes' measure).
+
+        >>> EngineTimeModel("m", ((8, 0.008),)).tokens_per_s(8, 16_000)
+        1000.0
+        """
+        return sequences / self.step_seconds(sequences, sequences * context_each)
+
+    def uncached(self, prompt: int, previous_end: int | None, held: float) -> int:
+        """Prompt tokens a request prefills: all of them for an attempt's first request (``previous_end`` None)
+        or when the cache would hold more than it can (``held``: context tokens of the sequences decoding), else
+        those past the last whole block of the previous request's context (``previous_end``).
+
+        >>> m = EngineTimeModel("m", ((1, 0.01),), block_tokens=16, cache_tokens=1000, cache_per_context=2.0)
+        >>> m.uncached(300, None, 0), m.uncached(300, 270, 0), m.uncached(300, 270, 250)
+        (300, 44, 300)
+        """
+        if previous_end is None:
+            return prompt
+        if self.cache_tokens is not None and self.cache_per_context * (held + prompt) > self.cache_tokens:
+            return prompt
+        return max(0, prompt - (previous_end // self.block_tokens) * self.block_tokens)
+
+    def to_data(self) -> dict[str, Any]:
+        """The model as the data file holds it."""
+        return {"name": self.name, "description": self.description,
+                "step_s": {b: s for b, s in self.step_s}, "context_s": self.context_s,
+                "prefill_tokens_per_s": self.prefill_tokens_per_s, "request_s": self.request_s,
+                "block_tokens": self.block_tokens, "cache_tokens": self.cache_tokens,
+                "cache_per_context": self.cache_per_context, "start_s": self.start_s, "sources": dict(self.sources)}
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+KEYS = ("name", "description", "step_s", "context_s", "prefill_tokens_per_s", "request_s", "block_tokens",
+        "cache_tokens", "cache_per_context", "start_s", "sources")
+
+
+def from_data(data: Any, where: str) -> EngineTimeModel:
+    """A model from its data (a mapping as ``to_data`` writes it); a one-line ``ConfigError`` for a bad one."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"time model {where} must be a mapping of keys")
+    unknown = sorted(set(data) - set(KEYS))
+    if unknown:
+        raise ConfigError(f"time model {where}: unknown key {unknown[0]!r}")
+    steps = data.get("step_s")
+    if not isinstance(steps, dict) or not steps:
+        raise ConfigError(f"time model {where}: step_s must map sequences to seconds per step")
+    try:
+        points = tuple(sorted((int(b), float(s)) for b, s in steps.items()))
+        numbers = {k: float(data[k]) for k in ("context_s", "prefill_tokens_per_s", "request_s", "cache_per_context",
+                                               "start_s") if data.get(k) is not None}
+        block = int(data.get("block_tokens", 16))
+        cache = None if data.get("cache_tokens") is None else int(data["cache_tokens"])
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"time model {where}: a value is not a number ({exc})") from exc
+    sources = data.get("sources") or {}
+    if not isinstance(sources, dict):
+        raise ConfigError(f"time model {where}: sources must map keys to text")
+    return EngineTimeModel(str(data.get("name") or where), points, block_tokens=block, cache_tokens=cache,
+                           description=str(data.get("description") or ""),
+                           sources={str(k): str(v) for k, v in sources.items()}, **numbers)
+
+
+def names() -> list[str]:
+    """The time models shipped in ``solver/timing/data``."""
+    return sorted(p.stem for p in DATA_DIR.glob("*.yaml"))
+
+
+def load_time_model(name_or_path: str | Path) -> EngineTimeModel:
+    """A shipped model by name (``h100-gptoss``) or a model file by path; a one-line ``ConfigError`` otherwise.
+
+    >>> load_time_model("h100-gptoss").name
+    'h100-gptoss'
+    >>> load_time_model("h200")
+    Traceback (most recent call last):
+    ...
+    solver.errors.ConfigError: unknown time model 'h200' (choose from h100-gptoss, tiny, or give a .yaml file)
+    """
+    text = str(name_or_path)
+    path = Path(text) if text.endswith((".yaml", ".yml")) else DATA_DIR / f"{text}.yaml"
+    if not path.is_file():
+        if not text.endswith((".yaml", ".yml")):
+            raise ConfigError(f"unknown time model {text!r} (choose from {', '.join(names())}, or give a .yaml file)")
+        raise ConfigError(f"time model file {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read time model {path}: {str(exc).splitlines()[0]}") from exc
+    return from_data(data, str(path) if text.endswith((".yaml", ".yml")) else text)
+
+
+def dump(model: EngineTimeModel) -> str:
+    """The model as YAML text (sources included), for ``load_time_model`` to read back."""
+    return yaml.safe_dump(model.to_data(), sort_keys=False, width=118)
