@@ -38,7 +38,10 @@ POLICIES: list[tuple[str, ...]] = [
 def synthetic_run(out: Path, problems: int = 50, reps: int = 64, seed: int = 0) -> Path:
     """Write a recorded run with known answer distributions through the run log (see the module docstring)."""
     rng = np.random.default_rng(seed)
-    config = load_config("tiny", overrides={"solve.reps": reps})
+    # Limits that hold every synthetic repetition whole: the simulator cuts repetitions to the run config's limits,
+    # and the tiny preset's (96 tokens, a 2,048-token context) would cut them before their answers.
+    config = load_config("tiny", overrides={"solve.reps": reps, "sampling.max_tokens": 65536,
+                                            "sampling.max_total_tokens": 65536, "engine.args.max_model_len": 65536})
     log = RunLog.create(out, config)
     try:
         for i in range(problems):
