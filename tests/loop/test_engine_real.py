@@ -40,6 +40,9 @@ def test_real_engine_streams_with_seed_reproducibility(engine_loop):
             last = delta
         return "".join(text), tokens, last
 
+    # Both runs find the prompt's blocks in the prefix cache: a prompt computed from scratch and one continued from
+    # cached blocks round differently in bf16, enough to change a sampled token on CPU.
+    loop.run(collect("warm"), timeout_s=120)
     first = loop.run(collect("a"), timeout_s=120).value
     second = loop.run(collect("b"), timeout_s=120).value
     assert first[0] == second[0] and first[0]  # same seed, same text
