@@ -102,7 +102,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Modules whose tests use the shared engine run last, grouped by the ``engine_config`` they ask for, so each
-    configuration starts once; everything else keeps its order, and every module stays whole."""
+    configuration starts once; everything else keeps its order."""
     groups: dict[str, str] = {}  # module path -> the engine_config definition its engine tests use
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
@@ -110,9 +110,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             definition = info.name2fixturedefs["engine_config"][-1]  # the override nearest the test
             groups.setdefault(str(item.path), f"{definition.baseid}::{definition.func.__qualname__}")
 
-    def order(item: pytest.Item) -> tuple[bool, str]:
+    def order(item: pytest.Item) -> tuple[bool, str, bool]:
         group = groups.get(str(item.path))
-        return (group is not None, group or "")
+        # Within a group, the tests that start engines of their own first: the shared one then starts once.
+        return (group is not None, group or "", "engine_loop" in item.fixturenames)
 
     items[:] = sorted(items, key=order)  # stable: within a group, the collected order
 
