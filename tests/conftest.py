@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/doubles.py
+# A stand-in package that hides vLLM for the fast tier (make test-fast): never collected, its import fails.
+collect_ignore = ["without_vllm"]
 
 ROOT = Path(__file__).resolve().parents[1]
 # Real gpt-oss-120b attempts (no licence to redistribute: read from ../shared beside the checkout, never copied in).
@@ -50,24 +52,87 @@ def engine_config(tiny_config):
     return tiny_config
 
 
-@pytest.fixture(scope="module")
-def engine_loop(engine_config, request) -> Iterator[tuple[object, object]]:
-    """(LoopThread, VllmEngine): the real vLLM engine with the tiny model on one long-lived event loop.
+class SharedEngine:
+    """The one real vLLM engine of a test session, on its own long-lived event loop.
 
-    Module-scoped: a start costs about a minute on CPU, so a module's tests share one engine."""
-    from solver.engines.vllm_async import open_vllm_engine
-    from solver.loop.thread import LoopThread
+    A start costs about a minute on 2 cores, so tests asking for the same configuration share one engine across
+    modules; another configuration closes it and starts its own, and a test that does not ask for it closes it
+    first (tests that start engines of their own, in process or as servers, then never run beside it: two engines
+    on 2 cores would each get half the CPU and twice the memory)."""
 
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
-    loop = LoopThread(f"test-engine-{request.module.__name__.rpartition('.')[2]}")  # names the module in dumps
-    outcome = loop.run(open_vllm_engine(engine_config), timeout_s=600)
-    if not outcome.ok:
+    def __init__(self) -> None:
+        self.config: object | None = None
+        self.loop: object | None = None
+        self.engine: object | None = None
+        self.starts = 0
+
+    def get(self, config: object) -> tuple[object, object]:
+        from solver.engines.vllm_async import open_vllm_engine
+        from solver.loop.thread import LoopThread
+
+        if self.engine is not None and config == self.config:
+            return self.loop, self.engine
+        self.close()
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+        loop = LoopThread(f"test-engine-{self.starts}")
+        outcome = loop.run(open_vllm_engine(config), timeout_s=600)
+        if not outcome.ok:
+            loop.close()
+            pytest.fail(f"the real engine did not start: {outcome.error}")
+        self.config, self.loop, self.engine = config, loop, outcome.value
+        self.starts += 1
+        return loop, outcome.value
+
+    def close(self) -> None:
+        if self.engine is None:
+            return
+        loop, engine = self.loop, self.engine
+        self.config = self.loop = self.engine = None
+        closed = loop.run(engine.close(), timeout_s=60)
         loop.close()
-        pytest.fail(f"the real engine did not start: {outcome.error}")
-    engine = outcome.value
-    yield loop, engine
-    loop.run(engine.close(), timeout_s=60)
-    loop.close()
+        assert closed.ok, f"the shared engine did not close: {closed.error}"
+
+
+SHARED_ENGINE = pytest.StashKey[SharedEngine]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[SHARED_ENGINE] = SharedEngine()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Modules whose tests use the shared engine run last, grouped by the ``engine_config`` they ask for, so each
+    configuration starts once; everything else keeps its order."""
+    groups: dict[str, str] = {}  # module path -> the engine_config definition its engine tests use
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is not None and "engine_loop" in info.names_closure:
+            definition = info.name2fixturedefs["engine_config"][-1]  # the override nearest the test
+            groups.setdefault(str(item.path), f"{definition.baseid}::{definition.func.__qualname__}")
+
+    def order(item: pytest.Item) -> tuple[bool, str, bool]:
+        group = groups.get(str(item.path))
+        # Within a group, the tests that start engines of their own first: the shared one then starts once.
+        return (group is not None, group or "", "engine_loop" in item.fixturenames)
+
+    items[:] = sorted(items, key=order)  # stable: within a group, the collected order
+
+
+@pytest.hookimpl(tryfirst=True)  # before the test's own fixtures start anything
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if "engine_loop" not in item.fixturenames:
+        item.config.stash[SHARED_ENGINE].close()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    session.config.stash[SHARED_ENGINE].close()
+
+
+@pytest.fixture
+def engine_loop(engine_config, request: pytest.FixtureRequest) -> tuple[object, object]:
+    """(LoopThread, VllmEngine): the session's shared real engine (``SharedEngine``), started with
+    ``engine_config``."""
+    return request.config.stash[SHARED_ENGINE].get(engine_config)
 
 
 @pytest.fixture(scope="module")

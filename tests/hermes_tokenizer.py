@@ -10,9 +10,14 @@ from pathlib import Path
 
 
 def qwen3_template() -> str:
+    """The template file from the installed vLLM; the test is skipped, with one line, where vLLM is not installed."""
+    import pytest
+
     spec = importlib.util.find_spec("vllm")
-    assert spec is not None and spec.submodule_search_locations
-    path = Path(list(spec.submodule_search_locations)[0]) / "transformers_utils/chat_templates/template_minicpmv45.jinja"
+    folders = list(spec.submodule_search_locations or ()) if spec is not None else []
+    path = Path(folders[0]) / "transformers_utils/chat_templates/template_minicpmv45.jinja" if folders else None
+    if path is None or not path.is_file():
+        pytest.skip("Qwen3's chat template comes from vLLM's wheel, and vLLM is not installed")
     return path.read_text()
 
 

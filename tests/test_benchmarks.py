@@ -23,11 +23,13 @@ def run_benchmark(*args: str, timeout: float) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_sandbox_benchmark_quick_prints_latency_and_speedup():
     out = run_benchmark("benchmarks/sandbox.py", "--quick", timeout=300)
     assert re.search(r"median", out) and re.search(r"\d+(\.\d+)?\s*x", out), out
 
 
+@pytest.mark.slow
 def test_stopping_benchmark_on_a_synthetic_run_prints_every_policy():
     out = run_benchmark("benchmarks/stopping.py", "--synthetic", "--trials", "20", "--jobs", "1", timeout=300)
     assert "runs: synthetic" in out
@@ -37,6 +39,7 @@ def test_stopping_benchmark_on_a_synthetic_run_prints_every_policy():
     assert full is not None and 0 < float(full.group(1)) <= 100
 
 
+@pytest.mark.slow
 @pytest.mark.engine
 def test_engine_benchmark_quick_prints_the_contenders_and_ratios(tmp_path):
     out = run_benchmark("benchmarks/engine.py", "--quick", "--set", "sampling.logprobs=5",
@@ -66,6 +69,7 @@ def test_engine_benchmark_refuses_unknown_contenders_before_any_engine_starts():
     assert "--contenders: choose among b, b1, bs, c" in done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.engine
 def test_load_benchmark_quick_prints_percentiles_and_tokens_per_s_per_endpoint():
     out = run_benchmark("benchmarks/load.py", "--quick", timeout=600)

@@ -41,6 +41,7 @@ def test_a_cold_trial_refuses_a_cache_that_holds_files(tmp_path: Path) -> None:
     assert done.returncode == 2 and "needs an empty --cache-dir" in done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.engine
 def test_a_startup_trial_times_first_token_and_reads_the_kv_cache_line(tmp_path: Path) -> None:
     report = tmp_path / "startup.json"
@@ -55,6 +56,7 @@ def test_a_startup_trial_times_first_token_and_reads_the_kv_cache_line(tmp_path:
 
 
 def test_a_trial_past_its_limit_is_ended_with_its_process_group_and_reported(tmp_path: Path) -> None:
+    pytest.importorskip("vllm")  # the trial starts vLLM's engine, ended at 1 s
     done = subprocess.run([sys.executable, "benchmarks/startup.py", "--preset", "tiny", "--timeout", "1",
                            "--log-dir", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1

@@ -35,6 +35,7 @@ def sweep_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_sweep_analysis_notebook_shows_table_plots_and_report(sweep_env: Path) -> None:
     cells = execute("sweep_analysis.ipynb")
     table = outputs(cells[1], "text/html")
@@ -45,6 +46,7 @@ def test_sweep_analysis_notebook_shows_table_plots_and_report(sweep_env: Path) -
     assert report.startswith("# Run report: T0.8-tir-w2") and "## By topic" in report
 
 
+@pytest.mark.slow
 def test_leaderboard_notebook_simulates_the_recorded_run(sweep_env: Path) -> None:
     cells = execute("leaderboard_simulation.ipynb")
     (summary,) = outputs(cells[1], "text/markdown")
@@ -59,6 +61,7 @@ KAGGLE_NOTEBOOK = ROOT / "kaggle" / "submission.ipynb"
 AIMO3_GATEWAY = ROOT / "tests" / "kaggle" / "gateways" / "aimo3"
 
 
+@pytest.mark.slow
 @pytest.mark.engine
 def test_kaggle_submission_notebook_serves_the_real_aimo3_gateway_with_the_tiny_model(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

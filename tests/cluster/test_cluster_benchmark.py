@@ -13,6 +13,7 @@ from conftest import ROOT
 pytest.importorskip("ray")
 
 
+@pytest.mark.slow
 @pytest.mark.engine
 def test_cluster_benchmark_quick_prints_both_contenders_and_the_ratio():
     done = subprocess.run([sys.executable, "benchmarks/cluster.py", "--quick"], cwd=ROOT, capture_output=True,

@@ -53,6 +53,7 @@ def _descendants(pid: int) -> list:
     return psutil.Process(pid).children(recursive=True)
 
 
+@pytest.mark.slow  # a soak of Ray: two clusters started, a driver killed mid-run
 def test_driver_killed_mid_run_resumes_on_a_new_cluster(tmp_path):
     pytest.importorskip("ray")
     import psutil

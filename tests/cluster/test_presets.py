@@ -1,12 +1,45 @@
-"""Multi-GPU presets: tensor and data parallel sizes reach vLLM's engine arguments unchanged, and the cluster
-sizes actors by the GPUs one engine spans."""
+"""Presets as data: each one's time budget gives every problem of a full set its floor and ends by the cutoff;
+multi-GPU presets' tensor and data parallel sizes reach vLLM's engine arguments unchanged, and the cluster sizes
+actors by the GPUs one engine spans."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from solver.clock import FakeClock
 from solver.cluster.spec import ClusterSpec, actor_count, engine_batch, gpus_per_engine
 from solver.config import load_config
+from solver.core.budget import BudgetManager
+
+PRESETS = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "solver" / "presets").glob("*.yaml"))
+UNBUDGETED = {"tiny", "h100x2"}  # CPU runs and validation on two H100s have no time budget (their presets say so)
+
+
+def test_the_presets_are_the_ones_this_module_knows() -> None:
+    assert set(PRESETS) == {"h100", "h100-gptoss", "h100x2", "l4x4", "qwen3", "t4x2", "tiny"}
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_a_presets_budget_gives_every_problem_its_floor_and_ends_by_the_cutoff(preset: str) -> None:
+    """The worst case: every problem uses all the time it is given, one after another, for the preset's whole set."""
+    config = load_config(preset).budget
+    clock = FakeClock(0.0)
+    budget = BudgetManager(config, clock)
+    if preset in UNBUDGETED:
+        assert (config.total_s, budget.cutoff, budget.next_deadline()) == (None, None, None)
+        return
+    given = []
+    for _ in range(config.problems):
+        deadline = budget.next_deadline()
+        assert deadline is not None
+        given.append(deadline - clock.now())
+        clock.advance(given[-1])
+        budget.finish_problem()
+    assert min(given) >= config.min_s and max(given) <= config.max_s, given
+    assert given[0] == config.max_s  # a fresh run's first problem gets the most a problem may have
+    assert budget.cutoff is not None and clock.now() <= budget.cutoff <= config.total_s
 
 
 @pytest.mark.parametrize("preset, tp, dp, gpus, batch", [
@@ -16,6 +49,7 @@ from solver.config import load_config
     ("h100", 1, 1, 1, 128),
 ])
 def test_parallel_sizes_pass_through_to_vllm(preset, tp, dp, gpus, batch):
+    pytest.importorskip("vllm")  # the arguments are vLLM's own AsyncEngineArgs
     from solver.engines.vllm_async import engine_args
 
     config = load_config(preset)

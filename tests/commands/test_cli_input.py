@@ -74,6 +74,7 @@ def test_existing_run_dir_is_refused(tmp_path):
 
 
 def test_sampling_extra_that_vllm_refuses_is_one_line_before_the_engine_starts(tmp_path):
+    pytest.importorskip("vllm")  # vLLM's SamplingParams is what refuses
     data = tmp_path / "d.csv"
     data.write_text("id,problem\n1,What is 1+1?\n")
     for item, needle in (("sampling.extra.bogus_knob=1", "bogus_knob"), ("sampling.extra.min_p=5", "min_p")):

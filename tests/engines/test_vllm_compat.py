@@ -17,11 +17,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.parametrize("entry", vllm_compat.ENTRY_POINTS)
 def test_every_vllm_entry_point_the_project_uses_resolves_in_the_installed_version(entry: str) -> None:
+    pytest.importorskip("vllm")  # resolves names in the installed vLLM
     assert vllm_compat.resolve(entry) is not None
 
 
 def test_the_installed_vllm_is_inside_the_supported_range() -> None:
-    import vllm
+    vllm = pytest.importorskip("vllm")  # the installed vLLM's version
 
     assert vllm_compat.version_problem(vllm.__version__) is None, vllm.__version__
 
@@ -36,6 +37,7 @@ def test_the_gpu_extra_states_the_supported_range() -> None:
 
 
 def test_the_engine_calls_pass_arguments_the_installed_version_takes() -> None:
+    pytest.importorskip("vllm")  # the installed vLLM's signatures
     generate = inspect.signature(vllm_compat.resolve("vllm.v1.engine.async_llm:AsyncLLM.generate")).parameters
     assert {"request_id", "priority"} <= set(generate)
     shutdown = inspect.signature(vllm_compat.resolve("vllm.v1.engine.async_llm:AsyncLLM.shutdown")).parameters
@@ -78,7 +80,7 @@ def test_the_vllm_engine_counts_running_requests_on_the_026_shape() -> None:
 
 
 def test_streaming_input_is_used_only_where_each_turn_keeps_its_own_length() -> None:
-    import vllm
+    vllm = pytest.importorskip("vllm")  # the installed vLLM's version
 
     from solver.engines.vllm_compat import streaming_input_class, streaming_input_exact
 

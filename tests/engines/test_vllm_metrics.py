@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_reading_takes_vllms_own_metric_records() -> None:
+    pytest.importorskip("vllm")  # vLLM's own metric record classes
     from vllm.v1.metrics.reader import Counter, Gauge, Histogram
 
     labels = {"model_name": "m", "engine": "0"}
@@ -34,6 +35,7 @@ def test_reading_takes_vllms_own_metric_records() -> None:
 
 
 def test_the_names_read_are_the_ones_the_installed_vllm_registers() -> None:
+    pytest.importorskip("vllm")  # reads the installed vLLM's source
     import inspect
 
     from vllm.v1.metrics import loggers
@@ -78,6 +80,7 @@ def test_sampler_polls_while_the_run_goes_on_and_reads_once_more_at_the_end() ->
     assert usage.samples == len(calls) - 1  # every poll but the baseline
 
 
+@pytest.mark.slow
 @pytest.mark.engine
 def test_a_kv_cache_too_small_preempts_and_loses_no_request(tmp_path: Path) -> None:
     report = tmp_path / "pressure.json"

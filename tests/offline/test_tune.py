@@ -137,6 +137,7 @@ def chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+@pytest.mark.slow
 def test_html_report_shows_in_headless_chromium(run: Path, tmp_path: Path) -> None:
     """The report is opened by a real browser: every embedded plot decodes and every table is in the DOM."""
     from solver.offline.tune_output import write_outputs
@@ -203,6 +204,7 @@ def test_wrong_problem_table_lists_exactly_the_problems_mostly_missed(run: Path)
         assert r[1] == "1" and "2 ×" in r[4]
 
 
+@pytest.mark.slow
 def test_tuning_notebook_runs_on_the_shipped_corpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import nbformat
     from nbclient import NotebookClient

@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_session_benchmark_quick_prints_latencies_and_ratios() -> None:
     done = subprocess.run([sys.executable, "benchmarks/sessions.py", "--quick"], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
