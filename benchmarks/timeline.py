@@ -9,14 +9,13 @@ requests running and waiting, KV cache usage, and the preemption and prefix-cach
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from solver.engines.vllm_metrics import Reading, Usage, fold
+from solver.engines.vllm_metrics import Polling, Reading, Usage, fold
 from solver.types import Delta, GenerationRequest
 
 # vLLM's prefix-cache counters (tokens queried, tokens found), in vLLM 0.26 to 0.33; a server's page names
@@ -159,7 +158,7 @@ class ServerMetrics:
         await self.client.aclose()
 
 
-class Sampler:
+class Sampler(Polling[Sample]):
     """Polls an engine's metrics every ``interval_s`` while a contender runs (one poll walks vLLM's whole metrics
     registry: ~3 ms of the front end's thread on 2 cores, measured with cProfile; 0.25 s keeps it near 1 %)::
 
@@ -169,32 +168,16 @@ class Sampler:
     """
 
     def __init__(self, read: Callable[[], Awaitable[tuple[Reading, float, float]]], interval_s: float = 0.25) -> None:
-        self.read, self.interval_s = read, interval_s
-        self.samples: list[Sample] = []
+        async def poll() -> Sample:
+            reading, queries, hits = await read()
+            return Sample(time.perf_counter() - self.t0, reading, queries, hits)
+
+        super().__init__(poll, interval_s)
         self.t0 = 0.0
-        self._task: asyncio.Task[None] | None = None
-
-    async def poll(self) -> Sample:
-        reading, queries, hits = await self.read()
-        return Sample(time.perf_counter() - self.t0, reading, queries, hits)
-
-    async def _loop(self) -> None:
-        while True:
-            self.samples.append(await self.poll())
-            await asyncio.sleep(self.interval_s)
 
     async def __aenter__(self) -> Sampler:
         self.t0 = time.perf_counter()
-        self.samples = [await self.poll()]  # the baseline: counters cover the engine's whole life
-        self._task = asyncio.create_task(self._loop())
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        self.samples.append(await self.poll())  # the counters' final values, after the last step
+        return await super().__aenter__()
 
     @property
     def usage(self) -> Usage:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from solver.engines.vllm_compat import metrics_snapshot
 
@@ -20,6 +20,9 @@ KV_USAGE = "vllm:kv_cache_usage_perc"  # a gauge, a fraction 0..1 despite its na
 PREEMPTIONS = "vllm:num_preemptions"  # a counter over the engine's life
 RUNNING = "vllm:num_requests_running"
 WAITING = "vllm:num_requests_waiting"
+
+T = TypeVar("T")
+P = TypeVar("P", bound="Polling[Any]")
 
 
 @dataclass(frozen=True)
@@ -100,31 +103,23 @@ def read_vllm() -> Reading:
     return reading(metrics_snapshot())
 
 
-class UsageSampler:
-    """Polls the metrics on the event loop while a run goes on::
-
-        async with UsageSampler() as sampler:
-            ... the run ...
-        print(sampler.usage.line())
-
-    ``read`` is the metrics source (vLLM's by default; a test double in control-flow tests).
+class Polling(Generic[T]):
+    """Polls ``read`` every ``interval_s`` seconds on the event loop while a run goes on: ``samples[0]`` is the
+    reading before the run (counters cover the engine's whole life), the last one the reading after its last step.
     """
 
-    def __init__(self, interval_s: float = 0.25, read: Callable[[], Reading] = read_vllm) -> None:
-        self._interval_s = interval_s
-        self._read = read
-        self._readings: list[Reading] = []
-        self._baseline = Reading(0.0, 0, 0, 0)
+    def __init__(self, read: Callable[[], Awaitable[T]], interval_s: float) -> None:
+        self.read, self.interval_s = read, interval_s
+        self.samples: list[T] = []
         self._task: asyncio.Task[None] | None = None
 
     async def _poll(self) -> None:
         while True:
-            self._readings.append(self._read())
-            await asyncio.sleep(self._interval_s)
+            self.samples.append(await self.read())
+            await asyncio.sleep(self.interval_s)
 
-    async def __aenter__(self) -> UsageSampler:
-        self._baseline = self._read()
-        self._readings = []
+    async def __aenter__(self: P) -> P:
+        self.samples = [await self.read()]
         self._task = asyncio.create_task(self._poll())
         return self
 
@@ -134,11 +129,28 @@ class UsageSampler:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        self._readings.append(self._read())  # the counter's final value, after the last step
+        self.samples.append(await self.read())
+
+
+class UsageSampler(Polling[Reading]):
+    """The engine's memory pressure over a run::
+
+        async with UsageSampler() as sampler:
+            ... the run ...
+        print(sampler.usage.line())
+
+    ``read`` is the metrics source (vLLM's by default; a test double in control-flow tests).
+    """
+
+    def __init__(self, interval_s: float = 0.25, read: Callable[[], Reading] = read_vllm) -> None:
+        async def poll() -> Reading:
+            return read()
+
+        super().__init__(poll, interval_s)
 
     @property
     def usage(self) -> Usage:
-        return fold(self._baseline, self._readings)
+        return fold(self.samples[0], self.samples[1:]) if self.samples else fold(Reading(0.0, 0, 0, 0), [])
 
 
 @contextlib.asynccontextmanager

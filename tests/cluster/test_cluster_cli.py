@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from conftest import ROOT, solver_cmd

@@ -95,6 +95,7 @@ def test_two_actors_solve_like_one_engine(local_ray, reference, tmp_path):
     assert (run_dir / "answers.csv").read_text().count("\n") == len(reference) + 1
 
 
+@pytest.mark.slow  # a soak: an actor killed mid-problem (~12 s)
 def test_actor_killed_mid_problem_is_requeued_and_keeps_its_repetitions(local_ray, reference, tmp_path):
     run_dir = tmp_path / "run"
     killed: list[tuple[str, int]] = []

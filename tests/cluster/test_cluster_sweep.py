@@ -73,8 +73,11 @@ def test_joblib_work_runs_as_ray_tasks_and_simulate_gives_the_same_result() -> N
 
     alone = simulate(request(1))
     with RayConnection(ClusterSpec("local", 2)) as connection, joblib_backend(connection) as cpus:
-        pids = Parallel(n_jobs=cpus)(delayed(os.getpid)() for _ in range(4))
-        titles = {psutil.Process(pid).name() for pid in pids}  # while the pool's actors are still alive
+        def whoami() -> tuple[int, str]:  # read in the worker itself: an idle Ray worker may exit right after
+            return os.getpid(), psutil.Process().name()
+
+        pids, names = zip(*Parallel(n_jobs=cpus)(delayed(whoami)() for _ in range(4)))
+        titles = set(names)
         spread = simulate(request(cpus))
     assert cpus == 2 and os.getpid() not in pids
     assert all(title.startswith("ray::") for title in titles), titles

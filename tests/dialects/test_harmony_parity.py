@@ -44,6 +44,7 @@ def test_the_library_default_tool_text_renders_another_prompt(real_attempts, con
     assert prompt.token_ids != real_attempts[0].prompt_ids and "/mnt/data" in prompt.text
 
 
+@pytest.mark.slow  # all 10,123 tool messages of the real attempts (~22 s)
 def test_every_tool_message_and_follow_up_renders_as_recorded(real_attempts, config):
     """Each attempt driven through the dialogue as the loop drives it: the ids appended after each request are
     the recorded ones (tool messages from ``execution_from_shown``, follow-ups in the wording the recording used)."""

@@ -34,6 +34,10 @@ OVERRIDES = {"solve.reps": 3, "solve.workers": 3, "stop.stoppers": ["agree:4", "
              "budget.reserve_s": 0, "budget.cutoff_s": None, "budget.min_s": 5.0}
 
 
+# The whole pipeline replayed against the simulator, after re-running the recorded code (~30 s in all).
+pytestmark = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def measured(real_attempts_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     extract = tmp_path_factory.mktemp("traces") / "extract.jsonl.xz"

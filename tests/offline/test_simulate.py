@@ -15,7 +15,6 @@ from solver.config import Config
 from solver.runlog import RunLog
 from solver.offline.pools import SimulationError
 from solver.offline.simulate import SimulationRequest, simulate
-from solver.offline.simulate_output import write_outputs
 from solver.types import Answer, Problem, Repetition, Turn
 
 DATA = Path(__file__).parents[1] / "data"

@@ -25,7 +25,7 @@ def result(name: str) -> dict:
     return data
 
 
-@pytest.mark.parametrize(("model", "run"), [("h100-gptoss", "h100_real-t-30k.json"),
+@pytest.mark.parametrize(("model", "run"), [("h100-gptoss", "h100_real-t-30k.json"), ("h100-gptoss", "h100_real-t-36k.json"),
                                             ("tiny", "cpu_real-t-8x3000.json"), ("tiny", "cpu_real-t-4x3000.json"),
                                             ("tiny", "cpu_real-t-1x3000.json")])
 def test_a_model_predicts_its_measured_run_within_ten_per_cent(model: str, run: str) -> None:
@@ -68,6 +68,20 @@ def test_the_cache_rule_keeps_what_the_h100_probes_kept() -> None:
         held = (seqs - 1) * context  # the other sequences, decoding, when the last one is admitted again
         uncached = model.uncached(context, context - 1, held)
         assert (uncached <= model.block_tokens) == kept, (seqs, context)
+
+
+def test_the_cache_rule_keeps_the_real_shape_the_h100_kept() -> None:
+    """8 real attempts to 38.9k tokens (h100_real-t-36k.json): at their longest the attempts' contexts held what the
+    rule puts just under the pool, and the engine served 99 % of prompt tokens from the cache."""
+    model = load_time_model("h100-gptoss")
+    run = result("h100_real-t-36k.json")["contenders"][0]
+    context: dict[tuple[str, int], int] = {}
+    longest = 0
+    for r in sorted(run["timeline"], key=lambda r: r["end"]):  # each attempt's context once its request ended
+        context[(r["problem"], r["attempt"])] = r["prompt_tokens"] + r["generated_tokens"]
+        longest = max(longest, sum(context.values()))
+    assert 0.9 * model.cache_tokens < model.cache_per_context * longest <= model.cache_tokens
+    assert run["prefix_hit_rate"] > 0.99
 
 
 @pytest.mark.parametrize(("seqs", "context", "tokens_per_s"), [(8, 16384, 1130.8), (8, 41000, 894.4),
