@@ -1,6 +1,6 @@
 """Real attempts as a replay plan: the turn structure of recorded gpt-oss-120b attempts, for the real engine.
 
-A recorded attempt (``solver.offline.traces``) is a prompt and a run of requests, each generating some tokens and
+A recorded attempt (``solver.recordings.traces``) is a prompt and a run of requests, each generating some tokens and
 ending in a python call (the harness appended the tool's message), a ``<|return|>`` without an answer (the
 harness appended a follow-up) or the cut at the answer. A replay keeps that shape exactly and scripts only what
 the text says, as ``workload.TracedEngine`` does for drawn plans:
@@ -36,7 +36,7 @@ from typing import Any
 
 from solver.dialects.base import TurnOutput
 from solver.dialects.output import OutputStyle, execution_from_shown
-from solver.offline.traces import Attempt
+from solver.recordings import Attempt
 from solver.types import Execution, GenerationRequest, Problem
 from workload import TracedEngine, make_script
 
@@ -291,11 +291,11 @@ def fixed_tool_times(problems: list[list[Replay]], seconds: float) -> dict[str, 
 
 
 async def measure_tool_times(problems: list[list[Replay]], sandbox: Any, timeout_s: float) -> dict[str, float]:
-    """Re-execute every replayed call's recorded code in our sandbox (``solver.offline.tool_times.measure_calls``:
+    """Re-execute every replayed call's recorded code in our sandbox (``solver.recordings.tool_times.measure_calls``:
     one stateful session per attempt, the harness's starter cell first, untimed, calls in order, each cut at
     ``timeout_s``); attempts at once (the pool bounds how many run). Seconds per call (``key_of``); a follow-up
     takes none."""
-    from solver.offline.tool_times import measure_calls
+    from solver.recordings import measure_calls
 
     replays = [r for group in problems for r in group]
     calls = [[s.code for s in r.steps if s.call] for r in replays]

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
 
-from solver.commands.common import parse_overrides
+from solver.config import parse_overrides
 from solver.config import Config, load_config
 from solver.datasets import load_problems
 from solver.dialects import TurnOutput, make_dialect
@@ -455,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"workload: model, {problems_n} problems x {args.reps} repetitions, up to {turns} turns of at most "
               f"{max_tokens} tokens ({total} per repetition), logprobs {config.sampling.logprobs}")
     problems = [replace(p, text=p.text + CODE_HINT) for p in load_problems("demo", limit=problems_n)]
-    from solver.tiny_model import resolve_model
+    from solver.models import resolve_model
 
     model = resolve_model(config.engine.model)
     plans = (make_plans([p.id for p in problems], config.solve.reps, profile, seed=config.sampling.seed)

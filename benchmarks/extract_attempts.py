@@ -24,7 +24,7 @@ from pathlib import Path
 
 from attempts import PlanError, choose
 
-from solver.offline.traces import TraceError, json_lines, read_attempts
+from solver.recordings import TraceError, json_lines, read_attempts
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = ROOT.parent / "shared" / "data" / "replay" / "gptoss120b_aimo3_dev.jsonl.xz"

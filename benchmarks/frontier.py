@@ -31,7 +31,7 @@ CORPUS = Path(__file__).parent / "data" / "pot_aqua_dev.jsonl.gz"
 
 def import_corpus(folder: Path) -> Path:
     from solver.config import Config
-    from solver.offline.importer import import_samples
+    from solver.recordings import import_samples
 
     plain = folder / "corpus.jsonl"
     with gzip.open(CORPUS, "rb") as src, open(plain, "wb") as dst:
@@ -48,10 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None, help="also write tune's outputs here")
     args = parser.parse_args(argv)
 
-    from solver.offline.frontier import PickRule, best_at, frontier
-    from solver.offline.simulate import SimulationRequest
+    from solver.offline.tune import PickRule, best_at, frontier
+    from solver.offline.sim import SimulationRequest
     from solver.offline.tune import tune, stoppers_label
-    from solver.offline.tune_output import write_outputs
+    from solver.offline.tune import write_outputs
 
     with tempfile.TemporaryDirectory() as tmp:
         run = import_corpus(Path(tmp))

@@ -25,7 +25,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 
-from solver.commands.common import parse_overrides
+from solver.config import parse_overrides
 from solver.config import ConfigError, load_config
 from solver.types import GenerationRequest
 

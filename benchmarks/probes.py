@@ -204,7 +204,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         raise BadInput("--appended must be >= 0")
     if args.json is not None and not args.json.parent.is_dir():
         raise BadInput(f"--json: no folder {args.json.parent}")
-    from solver.commands.common import parse_overrides
+    from solver.config import parse_overrides
 
     try:
         overrides = parse_overrides(args.overrides)

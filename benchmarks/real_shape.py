@@ -85,7 +85,7 @@ def build_config(args: argparse.Namespace, overrides: dict[str, Any]) -> Config:
     in place of the preset's engine section. Overrides last. ConfigError on a bad value."""
     config = load_config(args.preset)
     if not args.gpu:
-        from solver.tiny_harmony import ensure_tiny_harmony_model
+        from solver.models import ensure_tiny_harmony_model
 
         tiny = load_config("tiny").to_dict()["engine"]
         tiny["model"] = str(ensure_tiny_harmony_model())
@@ -394,7 +394,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     if args.json is not None and not args.json.parent.is_dir():
         raise BadInput(f"--json: no folder {args.json.parent}")
     try:
-        from solver.commands.common import parse_overrides
+        from solver.config import parse_overrides
 
         args.config = build_config(args, parse_overrides(args.overrides))
     except (ConfigError, ValueError) as exc:
@@ -403,7 +403,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from solver.offline.traces import TraceError, read_attempts
+    from solver.recordings import TraceError, read_attempts
 
     try:
         args = parse(argv)

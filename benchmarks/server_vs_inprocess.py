@@ -52,7 +52,7 @@ class Measure:
 def build_requests(config: Config, problems: Sequence[Problem], n: int, max_tokens: int) -> list[GenerationRequest]:
     """The same chat prompts (as token ids) and seeds for both engines."""
     from solver.dialects import make_dialect
-    from solver.tiny_model import resolve_model
+    from solver.models import resolve_model
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(config.engine.model))
@@ -83,9 +83,9 @@ async def measure(config: Config, requests: list[GenerationRequest], problem: Pr
     """Open the engine the config names (sandbox first, as in a run), then time the three phases on it."""
     from dataclasses import replace
 
-    from solver.loop.problem import Session
+    from solver.loop.problem import SolverSession
 
-    async with Session(config) as session:
+    async with SolverSession(config) as session:
         engine = session.engine
         assert engine is not None
         await run_one(engine, replace(requests[0], max_tokens=4))  # warm-up: first-request costs stay out

@@ -52,7 +52,7 @@ class Trial:
 async def child(args: argparse.Namespace) -> int:
     """One trial in this process: times from ``STARTUP_T0`` (the parent's clock just before it spawned us)."""
     t0 = float(os.environ["STARTUP_T0"])
-    from solver.commands.common import parse_overrides
+    from solver.config import parse_overrides
     from solver.config import load_config
     from solver.engines.vllm_async import open_vllm_engine
     from solver.types import GenerationRequest
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         return asyncio.run(child(args))
 
-    from solver.commands.common import parse_overrides
+    from solver.config import parse_overrides
     from solver.config import ConfigError, load_config
 
     try:  # bad input fails here, in one line, before any engine starts

@@ -26,7 +26,7 @@ import numpy as np
 
 from solver.config import load_config
 from solver.runlog import RunLog
-from solver.offline.simulate import SimulationRequest, simulate
+from solver.offline.sim import SimulationRequest, simulate
 from solver.types import Answer, Problem, Repetition, Turn
 
 POLICIES: list[tuple[str, ...]] = [

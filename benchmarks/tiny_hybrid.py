@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from solver.tiny_model import cache_dir
+from solver.models import cache_dir
 
 WINDOW = 128  # gpt-oss's sliding window, in tokens
 SEED = 20261125

@@ -41,7 +41,7 @@ def attempt_answers(path: Path) -> tuple[dict[str, list[list[str]]], dict[str, s
     from openai_harmony import Role
 
     from solver.dialects.harmony import load_encoding, message_text
-    from solver.offline.traces import read_attempts
+    from solver.recordings import read_attempts
 
     rules, enc = AnswerConfig(), load_encoding()
     found: dict[str, list[list[str]]] = {}

@@ -34,10 +34,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
   echo "setup: installed ($ACCEL) in $(( $(date +%s) - start )) s"
 fi
-# The embedded default model (converted once, cached under ${SOLVER_CACHE:-~/.cache/solver}).
-"$PY" -m solver.tiny_model >/dev/null
-# harmony's vocabulary, unpacked from the bpe-openai package so openai_harmony never downloads it, and the tiny
+# The embedded default model (converted once, cached under ${SOLVER_CACHE:-~/.cache/solver}) and the tiny
 # random-weight harmony model the harmony dialect's real-engine tests run (built from a fixed seed, ~13 MB).
+"$PY" -m solver.models >/dev/null
+# harmony's vocabulary, unpacked from the bpe-openai package so openai_harmony never downloads it.
 "$PY" -m solver.dialects.vocabulary >/dev/null
-"$PY" -m solver.tiny_harmony >/dev/null
 echo "setup: ready ($VENV, $ACCEL)"

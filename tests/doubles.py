@@ -1,5 +1,5 @@
-"""Test doubles that isolate control flow: a scripted engine (replies chosen per repetition and turn) and a
-scripted sandbox. Real-engine tests use the real vLLM engine instead; these never stand in for it there."""
+"""Test doubles that isolate control flow: a scripted engine (replies chosen per repetition and turn), a
+scripted sandbox and a clock the test moves. Real-engine tests use the real vLLM engine instead; these never stand in for it there."""
 
 from __future__ import annotations
 
@@ -166,3 +166,16 @@ class SessionSandbox(ScriptedSandbox):
     async def session(self) -> ExecSession:
         self.sessions.append(ExecSession())
         return self.sessions[-1]
+
+
+class FakeClock:
+    """A ``solver.types.Clock`` that stands still until the test moves it: deadlines and budgets without sleeping."""
+
+    def __init__(self, t: float = 0.0) -> None:
+        self.t = t
+
+    def now(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds

@@ -24,7 +24,7 @@ def qwen3_template() -> str:
 def hermes_tokenizer():  # type: ignore[no-untyped-def]
     from transformers import AutoTokenizer
 
-    from solver.tiny_model import ensure_tiny_model
+    from solver.models import ensure_tiny_model
 
     tokenizer = AutoTokenizer.from_pretrained(str(ensure_tiny_model()))
     tokenizer.chat_template = qwen3_template()

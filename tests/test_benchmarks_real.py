@@ -136,7 +136,7 @@ def test_an_extract_holds_the_attempts_the_benchmark_replays_and_never_goes_into
                                                                                                tmp_path):
     from attempts import choose
 
-    from solver.offline.traces import read_attempts
+    from solver.recordings import read_attempts
 
     out = tmp_path / "extract.jsonl.xz"
     done = run("benchmarks/extract_attempts.py", str(out), "--source", str(real_attempts_path), "--problems", "2",

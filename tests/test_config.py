@@ -1,4 +1,4 @@
-"""solver/config.py: null overrides (``--set KEY=null``) clear nullable keys and are refused for the rest."""
+"""solver/config/schema.py: null overrides (``--set KEY=null``) clear nullable keys and are refused for the rest."""
 
 import argparse
 

@@ -2,7 +2,7 @@
 
 The same recorded draws are played through the live solve loop (``ProblemSolver`` with the replay engine, on
 virtual time, each turn taking its recorded time) and through the simulator's model
-(``solver.offline.model.play`` on ``solver.offline.pools.prepare``'s ballots); every registered voter and stopper
+(``solver.offline.sim.play.play`` on ``solver.offline.sim.pools.prepare``'s ballots); every registered voter and stopper
 must give the same stop reasons, answers and repetition counts (finished and launched), with and without
 a deadline. The recording is built by ``tests/data/eval_runs.py`` in the shape the loop writes (a python block,
 its output, a boxed answer; truncated repetitions; engine errors), with a random time per turn so that no two
@@ -38,8 +38,8 @@ from solver.core.voting import VOTERS, make_voter
 from solver.core.state import Rules
 from solver.engines.replay import EngineTime, RecordedOutputs, ReplayEngine, TimingModel
 from solver.loop.problem import ProblemSolver
-from solver.offline.model import play, play_on
-from solver.offline.pools import ProblemPool, prepare
+from solver.offline.sim import play, play_on
+from solver.offline.sim import ProblemPool, prepare
 from solver.timing.model import EngineTimeModel
 from solver.timing.timeline import engine_timeline
 from solver.runlog import RunLog, read_log

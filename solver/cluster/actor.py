@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from solver.config import Config
-from solver.loop.problem import ProblemSolver, Session, SolveEvent
+from solver.loop.problem import ProblemSolver, SolverSession, SolveEvent
 from solver.types import Problem, ProblemResult, Repetition
 
 ActorMessage = Repetition | SolveEvent | ProblemResult
@@ -49,14 +49,14 @@ class EngineActor:
         else:
             os.environ["OMP_NUM_THREADS"] = omp_threads
         self.name = name
-        self._session: Session | None = None
+        self._session: SolverSession | None = None
         self._solvers: list[tuple[Config, ProblemSolver]] = []  # Config holds dicts: not hashable
         self._queues: dict[str, asyncio.Queue[Repetition | SolveEvent]] = {}
 
     async def start(self, config: Config) -> ActorInfo:
-        """Start the sandbox pool, then the engine (the Session's order: the pool is never a fork of a process
+        """Start the sandbox pool, then the engine (the SolverSession's order: the pool is never a fork of a process
         holding engine or CUDA state). An engine that cannot start raises, and the driver reports why."""
-        session = Session(config, on_repetition=self._forward, on_event=self._forward)
+        session = SolverSession(config, on_repetition=self._forward, on_event=self._forward)
         await session.__aenter__()
         self._session = session
         assert session.engine is not None

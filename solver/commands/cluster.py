@@ -18,7 +18,7 @@ def solve_cluster_command(spec: Any, config: Any, problems: Any, session: Any) -
     """``solver solve ... --cluster SPEC``: exit 0 when every problem is decided, 1 when actors died under some
     (their repetitions stay logged; ``--resume`` continues), 2 when the cluster cannot be used at all."""
     from solver.cluster.run import solve_on_cluster
-    from solver.progress import LiveProgress
+    from solver.commands.progress import LiveProgress
 
     with LiveProgress(len(problems)) as progress:
         try:

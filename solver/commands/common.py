@@ -96,24 +96,6 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stopper", default=None, help="stopping policies, comma separated, e.g. beta,esc:5")
 
 
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """``--set KEY=VALUE`` items as dotted overrides, values parsed as YAML; ConfigError on a bad item."""
-    import yaml
-
-    from solver.config import ConfigError
-
-    overrides: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
-        try:
-            overrides[key] = yaml.safe_load(value)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"--set {key}: cannot parse {value!r}") from exc
-    return overrides
-
-
 def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The dotted config keys the flags present on ``args`` set (absent or unset flags set nothing)."""
     stopper = getattr(args, "stopper", None)
@@ -154,7 +136,7 @@ class Choices:
 
 def read_choices(args: argparse.Namespace) -> Choices:
     """``--config`` (read and checked here, once) and ``--set``; a one-line ConfigError when either is bad."""
-    from solver.config import read_config_file
+    from solver.config import parse_overrides, read_config_file
 
     config_file = getattr(args, "config_file", None)
     return Choices(read_config_file(config_file) if config_file else {},

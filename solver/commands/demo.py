@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
 
     from solver.config import ConfigError
     from solver.demo.run import TRIALS, DemoError, run_demo
-    from solver.tiny_model import ModelError
+    from solver.models import ModelError
 
     if args.questions is not None and args.questions < 1:
         return fail("--questions must be >= 1")

@@ -57,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
     import yaml
 
     from solver.config import ConfigError, load_config
-    from solver.offline.importer import SampleFields, SampleImportError, holds_traces, import_samples
-    from solver.offline.traces import TraceError
+    from solver.recordings import SampleFields, SampleImportError, holds_traces, import_samples
+    from solver.recordings import TraceError
     from solver.runlog import LogError
 
     try:

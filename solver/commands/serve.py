@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     import tempfile
 
     from solver.engines.launch import LaunchError, ServerGroup, plan_servers, visible_gpus
-    from solver.tiny_model import resolve_model
+    from solver.models import resolve_model
 
     if not 0 < args.port < 65536:
         return fail(f"--port {args.port} is not a port number")

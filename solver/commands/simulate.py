@@ -7,7 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from solver.commands.common import add_cluster_arguments, cluster_spec, parse_overrides
+from solver.commands.common import add_cluster_arguments, cluster_spec
+from solver.config import parse_overrides
 
 
 def int_list(text: str) -> tuple[int, ...]:
@@ -144,8 +145,8 @@ def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from solver.commands.cluster import offline_on_cluster
-    from solver.offline.simulate import SimulationReport, SimulationRequest, load, simulate, simulate_pools, validate
-    from solver.offline.simulate_output import write_outputs
+    from solver.offline.sim import SimulationReport, SimulationRequest, load, simulate, simulate_pools, validate
+    from solver.offline.sim import write_outputs
 
     overrides = tuple(parse_overrides(args.overrides).items())
     cluster = cluster_spec(args)

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
 
         return solve_cluster_command(cluster, config, problems, session)
 
-    from solver.progress import LiveProgress
+    from solver.commands.progress import LiveProgress
 
     with LiveProgress(len(problems)) as progress:
         try:

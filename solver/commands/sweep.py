@@ -1,4 +1,4 @@
-"""``solver sweep DATA --reps 4,8,16 --workers 2,4,8 --out DIR``: a validation sweep (see solver/offline/sweep.py)."""
+"""``solver sweep DATA --reps 4,8,16 --workers 2,4,8 --out DIR``: a validation sweep (see solver/offline/sweep/run.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from solver.commands.common import (EXIT_INTERRUPTED, add_base_config_arguments, add_cluster_arguments,
-                                    cluster_spec, flag_overrides, parse_overrides)
+                                    cluster_spec, flag_overrides)
+from solver.config import parse_overrides
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -42,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def spec_data(args: argparse.Namespace) -> dict[str, Any]:
     """The spec file's mapping with the command-line flags layered on top."""
-    from solver.offline.sweep_spec import load_spec
+    from solver.offline.sweep import load_spec
 
     data: dict[str, Any] = load_spec(args.spec) if args.spec is not None else {}
     flags = {"data": args.data, "reps": args.reps, "workers": args.workers, "temperature": args.temperature,
@@ -62,9 +63,9 @@ def run(args: argparse.Namespace) -> int:
     from solver.config import load_config
     from solver.datasets import load_problems
     from solver.offline.sweep import run_sweep
-    from solver.offline.sweep_runs import check_spec, plan_runs, reusable_config
-    from solver.offline.sweep_spec import spec_from_dict
-    from solver.tiny_model import resolve_model
+    from solver.offline.sweep import check_spec, plan_runs, reusable_config
+    from solver.offline.sweep import spec_from_dict
+    from solver.models import resolve_model
 
     spec = spec_from_dict(spec_data(args), str(args.spec) if args.spec else "sweep")
     base = load_config(spec.preset, spec.config_file, spec.overrides)
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         resolve_model(base.engine.model)  # a missing model fails here, before anything is written
     cluster = cluster_spec(args)
 
-    from solver.progress import LiveProgress
+    from solver.commands.progress import LiveProgress
 
     def announce(planned: Any) -> None:
         print(f"sweep: run {planned.run_dir.name}: {len(problems)} problems x {spec.max_reps} repetitions, "

@@ -1,5 +1,5 @@
 """``solver tune RUN_DIR... --out DIR``: search stopping rules, voters and repetition caps on recorded runs, show the
-Pareto frontier and write the chosen policy as a config file (see solver/offline/tune.py)."""
+Pareto frontier and write the chosen policy as a config file (see solver/offline/tune/search.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from solver.commands.common import add_cluster_arguments, cluster_spec, fail, parse_overrides
+from solver.commands.common import add_cluster_arguments, cluster_spec, fail
+from solver.config import parse_overrides
 from solver.commands.simulate import add_policy_arguments, default_jobs, int_list, policy_fields, stopper_sets
 
 
@@ -62,10 +63,10 @@ def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from solver.commands.cluster import offline_on_cluster
-    from solver.offline.frontier import PickRule
-    from solver.offline.simulate import SimulationRequest, load, validate
+    from solver.offline.tune import PickRule
+    from solver.offline.sim import SimulationRequest, load, validate
     from solver.offline.tune import TuneReport, tune
-    from solver.offline.tune_output import markdown, write_outputs
+    from solver.offline.tune import markdown, write_outputs
 
     if args.tolerance is not None and args.tolerance < 0:
         return fail("--tolerance must be >= 0")

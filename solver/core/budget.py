@@ -73,8 +73,8 @@ class Spend:
 class BudgetManager:
     """Hands each problem a deadline from a total budget; see the module docstring for the formula.
 
-    >>> from solver.clock import FakeClock
-    >>> clock = FakeClock(0.0)
+    >>> from solver.core.clock import SimulatedClock
+    >>> clock = SimulatedClock(0.0)
     >>> budget = BudgetManager(BudgetConfig(total_s=3600, problems=4, min_s=300, max_s=1200, reserve_s=600,
     ...                                     cutoff_s=3300), clock)
     >>> budget.next_deadline()              # 3000 − 3 × 300 = 2100, capped at 1200
@@ -96,9 +96,9 @@ class BudgetManager:
         """``spent_s`` seconds and ``done`` problems carried over from earlier sessions of the same run (a
         resumed run): the budget's start moves back by ``spent_s`` and ``done`` problems count as finished.
 
-        >>> from solver.clock import FakeClock
+        >>> from solver.core.clock import SimulatedClock
         >>> budget = BudgetManager(BudgetConfig(total_s=1000, problems=3, min_s=100, max_s=900, reserve_s=0),
-        ...                        FakeClock(50.0), spent_s=600, done=1)
+        ...                        SimulatedClock(50.0), spent_s=600, done=1)
         >>> budget.elapsed(), budget.allot().problems_left, budget.next_deadline()  # 400 left, 2 problems
         (600.0, 2, 350.0)
         """
@@ -165,8 +165,8 @@ class BudgetManager:
     def finish_problem(self) -> Spend:
         """Counts the current problem as done, so later ones share what is left; returns what it took.
 
-        >>> from solver.clock import FakeClock
-        >>> clock = FakeClock(0.0)
+        >>> from solver.core.clock import SimulatedClock
+        >>> clock = SimulatedClock(0.0)
         >>> budget = BudgetManager(BudgetConfig(total_s=10_000, problems=10, min_s=300, max_s=900, reserve_s=0,
         ...                                     banking=True), clock)
         >>> budget.next_deadline()

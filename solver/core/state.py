@@ -1,6 +1,6 @@
 """One problem's decisions as a state machine: which repetitions vote, the ballots, when to stop, the answer.
 
-The running loop (``solver.loop.problem``), the simulator and the tuner (``solver.offline.model.play``), the
+The running loop (``solver.loop.problem``), the simulator and the tuner (``solver.offline.sim.play.play``), the
 sweep's offline replay, the cluster's actors and the report all decide through :class:`ProblemState`, so a rule
 is written once and an offline replay of recorded repetitions decides exactly as the loop that recorded them.
 

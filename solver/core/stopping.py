@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from solver.config import ConfigError, StopConfig
-from solver.registry import Registry
+from solver.config import Registry
 from solver.types import Ballot, Stopper, StopReason, VoteState
 
 STOPPERS: Registry[Stopper] = Registry("stopper")

@@ -14,7 +14,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Literal
 
 from solver.config import AnswerConfig, ConfigError, VoteConfig
-from solver.registry import Registry
+from solver.config import Registry
 from solver.types import Answer, AnswerSource, Ballot, Repetition, Voter, VoteState
 
 TieRule = Literal["smallest", "largest", "first"]

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from solver.config import Config
 from solver.core.answers import normalise
-from solver.offline.importer import Sample, SampleFields, group_samples, parse_line
+from solver.recordings import Sample, SampleFields, group_samples, parse_line
 from solver.runlog import LOG_NAME, RunLog, encode_line
 from solver.types import Answer, Problem, Repetition, Turn
 

@@ -1,5 +1,5 @@
 """The demo's sequence and what it prints: the live part, the replayed part, the leaderboard simulation, and what
-to run next. Every part goes through the code the commands use (``solve_run`` with the same ``Session`` as
+to run next. Every part goes through the code the commands use (``solve_run`` with the same ``SolverSession`` as
 ``solver solve``, ``tune`` and its ``write_outputs`` as ``solver tune``); this module only chooses the inputs and
 words the screen.
 
@@ -94,11 +94,11 @@ async def solve_part(config: Config, problems: Sequence[Problem], run_dir: Path,
                      progress: DemoProgress) -> PartResult:
     """Open the sandbox and engine (before the progress view, so start-up output does not tear it), then solve
     through ``solve_run`` as ``solver solve`` does."""
-    from solver.loop.problem import Session
+    from solver.loop.problem import SolverSession
     from solver.loop.run import solve_run
 
     t0 = time.monotonic()
-    async with Session(config) as session:
+    async with SolverSession(config) as session:
         start_s = time.monotonic() - t0
         assert session.engine is not None and session.sandbox is not None
         with progress:
@@ -226,10 +226,10 @@ def run_replay(out: Path, console: Console, questions: int | None) -> PartResult
 def run_leaderboard(out: Path, recorded: Path, replayed: PartResult, console: Console, trials: int) -> Path:
     """``solver tune`` on the recorded programs: expected accuracy and its spread over simulated leaderboards
     for a few policies, the HTML report with its plots, and the pick."""
-    from solver.offline.frontier import PickRule
-    from solver.offline.simulate import SimulationRequest
+    from solver.offline.tune import PickRule
+    from solver.offline.sim import SimulationRequest
     from solver.offline.tune import tune
-    from solver.offline.tune_output import write_outputs
+    from solver.offline.tune import write_outputs
 
     heading(console, "LEADERBOARD SIMULATION on the same recorded programs (solver tune)")
     console.print(f"{trials} simulated leaderboard runs per policy, each question's programs drawn from the "

@@ -46,7 +46,7 @@ def check_dialect(config: Config) -> None:
     elif config.prompt.dialect == "hermes" and config.engine.name in ("vllm", "openai"):
         from pathlib import Path
 
-        from solver.tiny_model import resolve_model
+        from solver.models import resolve_model
 
         model = Path(resolve_model(config.engine.model)) if config.engine.name == "vllm" or config.engine.model \
             else None

@@ -18,7 +18,7 @@ from solver.core.answers import FinalAnswerWatch
 from solver.config import Config
 from solver.dialects.base import Prompt, Reading, Stops, TurnOutput
 from solver.dialects.output import OutputStyle, describe_execution
-from solver.dialects.prompts import Template
+from solver.dialects.prompts import PromptTemplate
 from solver.types import Execution, Problem, Tokenizer
 
 CODE_STOP = "```\n"  # generation pauses when a fenced block closes; the loop decides whether it was python
@@ -122,7 +122,7 @@ class FencesDialect:
     name = "fences"
     stops = Stops(strings=STOP_STRINGS)
 
-    def __init__(self, template: Template, tokenizer: Tokenizer | None, output: OutputStyle) -> None:
+    def __init__(self, template: PromptTemplate, tokenizer: Tokenizer | None, output: OutputStyle) -> None:
         self.template = template
         self.tokenizer = tokenizer
         self.output = output
@@ -149,4 +149,4 @@ class FencesDialect:
 
 
 def from_config(config: Config, tokenizer: Tokenizer | None) -> FencesDialect:
-    return FencesDialect(Template.load(config.prompt.template), tokenizer, OutputStyle.from_config(config.prompt))
+    return FencesDialect(PromptTemplate.load(config.prompt.template), tokenizer, OutputStyle.from_config(config.prompt))

@@ -34,7 +34,7 @@ from solver.core.answers import extract_answers
 from solver.dialects.base import Prompt, Reading, Stops, TurnOutput
 from solver.dialects.vocabulary import use_vocabulary
 from solver.dialects.output import OutputStyle, describe_execution
-from solver.dialects.prompts import Template
+from solver.dialects.prompts import PromptTemplate
 from solver.types import Answer, Execution, Problem, Tokenizer
 
 FINAL_MARKER = "<|channel|>final<|message|>"
@@ -191,7 +191,7 @@ class HarmonyDialogue:
 class HarmonyDialect:
     name = "harmony"
 
-    def __init__(self, template: Template, reasoning_effort: str, output: OutputStyle, *,
+    def __init__(self, template: PromptTemplate, reasoning_effort: str, output: OutputStyle, *,
                  tool_description: str | None = None, follow_up: str = "", max_follow_ups: int = 0,
                  rules: AnswerConfig = AnswerConfig()) -> None:
         self.encoding = load_encoding()
@@ -223,6 +223,6 @@ class HarmonyDialect:
 def from_config(config: Config, tokenizer: Tokenizer | None) -> HarmonyDialect:
     # The model's own tokenizer is not needed: the library renders and parses token ids itself.
     prompt = config.prompt
-    return HarmonyDialect(Template.load(prompt.template), prompt.reasoning_effort, OutputStyle.from_config(prompt),
+    return HarmonyDialect(PromptTemplate.load(prompt.template), prompt.reasoning_effort, OutputStyle.from_config(prompt),
                           tool_description=prompt.tool_description, follow_up=prompt.follow_up,
                           max_follow_ups=prompt.max_follow_ups, rules=config.answers)

@@ -19,7 +19,7 @@ from solver.core.answers import FinalAnswerWatch
 from solver.dialects.base import Prompt, Reading, Stops, TurnOutput
 from solver.dialects.fences import split_at_stop
 from solver.dialects.output import OutputStyle, describe_execution
-from solver.dialects.prompts import Template
+from solver.dialects.prompts import PromptTemplate
 from solver.types import Execution, Problem, Tokenizer
 
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
@@ -113,7 +113,7 @@ class HermesDialect:
     name = "hermes"
     stops = Stops(strings=(CALL_CLOSE,))
 
-    def __init__(self, template: Template, tokenizer: Tokenizer, output: OutputStyle) -> None:
+    def __init__(self, template: PromptTemplate, tokenizer: Tokenizer, output: OutputStyle) -> None:
         self.template = template
         self.tokenizer = tokenizer
         self.output = output
@@ -136,7 +136,7 @@ def from_config(config: Config, tokenizer: Tokenizer | None) -> HermesDialect:
     if tokenizer is None:
         raise ConfigError("the hermes dialect renders prompts with the model's chat template: it needs the "
                           "model's tokenizer (a local model, or a server whose model is a local directory)")
-    template = Template.load(config.prompt.template)
+    template = PromptTemplate.load(config.prompt.template)
     probe = tokenizer.apply_chat_template([{"role": "user", "content": "x"}], tools=[PYTHON_TOOL], tokenize=False)
     if '"python"' not in probe:
         raise ConfigError("the model's chat template does not render tools: the hermes dialect cannot declare "

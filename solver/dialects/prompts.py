@@ -25,14 +25,14 @@ def template_names() -> list[str]:
 
 
 @dataclass(frozen=True)
-class Template:
+class PromptTemplate:
     name: str
     system: str
     user: str
     output: str
 
     @classmethod
-    def load(cls, name: str) -> Template:
+    def load(cls, name: str) -> PromptTemplate:
         for directory in prompt_dirs():
             path = directory / f"{name}.yaml"
             if path.is_file():

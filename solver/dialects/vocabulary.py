@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from solver.tiny_model import cache_dir
+from solver.models import cache_dir
 
 FILE = "o200k_base.tiktoken"
 SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"  # of the unpacked file

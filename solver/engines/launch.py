@@ -28,7 +28,7 @@ from typing import IO, Any
 import httpx
 
 from solver.config import Config, gpus_per_engine
-from solver.tiny_model import resolve_model
+from solver.models import resolve_model
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 # One access-log line per request drowns the server log in a run of thousands of requests; a later

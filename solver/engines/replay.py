@@ -17,7 +17,7 @@ when a rate is configured, multiplied by ``time_scale`` (1 = as recorded, 0 = in
 ``engine.replay_time_scale``. With ``engine.replay_timing: model`` the turns share one engine under its time model
 (``engine.time_model``, ``solver.timing``) as the simulator plays them: a request waits its latency, its uncached
 prompt is prefilled (holding every stream), and each piece of tokens arrives when the engine's step counter, which
-moves at the speed of the sequences decoding and their contexts (``EngineClock``), reaches it; a stream joining or
+moves at the speed of the sequences decoding and their contexts (``StepCounter``), reaches it; a stream joining or
 leaving wakes the others to take the new speed. The recorded outputs (``engine.replay_outputs``) then take their
 calls' recorded seconds, at the same scale. A request past the engine's context (``engine.args.max_model_len``)
 stops there with finish ``length``; a prompt that already fills it fails.
@@ -40,7 +40,7 @@ from pathlib import Path
 
 from solver.config import Config, ConfigError
 from solver.runlog import LogError, read_log
-from solver.timing.clock import EngineClock
+from solver.timing.steps import StepCounter
 from solver.timing.model import EngineTimeModel, load_time_model
 from solver.types import (Delta, Engine, Execution, FinishReason, GenerationRequest, Problem, Repetition, Sandbox,
                           Tokenizer, Turn)
@@ -192,7 +192,7 @@ class EngineTime:
             raise ConfigError("engine.replay_timing model needs engine.replay_time_scale > 0")
         self.model = model
         self.scale = time_scale
-        self.clock = EngineClock(model)
+        self.clock = StepCounter(model)
         self._origin: float | None = None
         self._changed = asyncio.Event()
         self._ends: dict[tuple[str, int], int] = {}  # context after each repetition's previous request

@@ -17,7 +17,7 @@ from solver.config import Config, ConfigError
 from solver.core.confidence import token_confidence
 from solver.engines.vllm_compat import num_unfinished_requests, streaming_input_class
 from solver.errors import first_line
-from solver.tiny_model import resolve_model
+from solver.models import resolve_model
 from solver.types import Delta, FinishReason, GenerationRequest, Tokenizer
 
 log = logging.getLogger(__name__)

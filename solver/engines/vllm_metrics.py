@@ -26,7 +26,7 @@ P = TypeVar("P", bound="Polling[Any]")
 
 
 @dataclass(frozen=True)
-class Reading:
+class UsageReading:
     """One poll of the metrics: the gauges now and the preemption counter so far."""
 
     kv_usage: float
@@ -56,14 +56,14 @@ class Usage:
                 f"{self.running_peak}, waiting peak {self.waiting_peak} ({self.samples} samples)")
 
 
-def reading(metrics: Iterable[Any]) -> Reading:
+def reading(metrics: Iterable[Any]) -> UsageReading:
     """A reading from metric records (``name``, ``value``). With several engines in the process (one label set
     each), usage is the largest and the counts are summed.
 
     >>> from types import SimpleNamespace as M
     >>> reading([M(name=KV_USAGE, value=0.5), M(name=KV_USAGE, value=0.75), M(name=PREEMPTIONS, value=3),
     ...          M(name=RUNNING, value=4.0), M(name="vllm:other", value=9)])
-    Reading(kv_usage=0.75, preemptions=3, running=4, waiting=0)
+    UsageReading(kv_usage=0.75, preemptions=3, running=4, waiting=0)
     """
     kv, preempted, running, waiting = 0.0, 0, 0, 0
     for m in metrics:
@@ -75,15 +75,15 @@ def reading(metrics: Iterable[Any]) -> Reading:
             running += int(m.value)
         elif m.name == WAITING:
             waiting += int(m.value)
-    return Reading(kv, preempted, running, waiting)
+    return UsageReading(kv, preempted, running, waiting)
 
 
-def fold(baseline: Reading, readings: Iterable[Reading]) -> Usage:
+def fold(baseline: UsageReading, readings: Iterable[UsageReading]) -> Usage:
     """The usage over a run from the readings taken during it; preemptions count from ``baseline`` (the
     counter covers the engine's whole life).
 
-    >>> base = Reading(0.0, 2, 0, 0)
-    >>> fold(base, [Reading(0.4, 2, 8, 0), Reading(1.0, 5, 6, 10), Reading(0.1, 9, 1, 0)])
+    >>> base = UsageReading(0.0, 2, 0, 0)
+    >>> fold(base, [UsageReading(0.4, 2, 8, 0), UsageReading(1.0, 5, 6, 10), UsageReading(0.1, 9, 1, 0)])
     Usage(kv_peak=1.0, kv_last=0.1, preemptions=7, running_peak=8, waiting_peak=10, samples=3)
     >>> fold(base, [])
     Usage(kv_peak=0.0, kv_last=0.0, preemptions=0, running_peak=0, waiting_peak=0, samples=0)
@@ -99,7 +99,7 @@ def fold(baseline: Reading, readings: Iterable[Reading]) -> Usage:
     )
 
 
-def read_vllm() -> Reading:
+def read_vllm() -> UsageReading:
     return reading(metrics_snapshot())
 
 
@@ -132,7 +132,7 @@ class Polling(Generic[T]):
         self.samples.append(await self.read())
 
 
-class UsageSampler(Polling[Reading]):
+class UsageSampler(Polling[UsageReading]):
     """The engine's memory pressure over a run::
 
         async with UsageSampler() as sampler:
@@ -142,20 +142,20 @@ class UsageSampler(Polling[Reading]):
     ``read`` is the metrics source (vLLM's by default; a test double in control-flow tests).
     """
 
-    def __init__(self, interval_s: float = 0.25, read: Callable[[], Reading] = read_vllm) -> None:
-        async def poll() -> Reading:
+    def __init__(self, interval_s: float = 0.25, read: Callable[[], UsageReading] = read_vllm) -> None:
+        async def poll() -> UsageReading:
             return read()
 
         super().__init__(poll, interval_s)
 
     @property
     def usage(self) -> Usage:
-        return fold(self.samples[0], self.samples[1:]) if self.samples else fold(Reading(0.0, 0, 0, 0), [])
+        return fold(self.samples[0], self.samples[1:]) if self.samples else fold(UsageReading(0.0, 0, 0, 0), [])
 
 
 @contextlib.asynccontextmanager
 async def engine_usage(engine_name: str, report: Callable[[str], None],
-                       read: Callable[[], Reading] = read_vllm, interval_s: float = 0.5) -> AsyncIterator[None]:
+                       read: Callable[[], UsageReading] = read_vllm, interval_s: float = 0.5) -> AsyncIterator[None]:
     """Around a run: samples and reports the usage line when the engine is vLLM in this process (its metrics
     live here; a server's or a cluster's do not), does nothing otherwise. One poll costs a walk over vLLM's
     metric registry (well under a millisecond), so 0.5 s keeps it off the event loop's budget."""

@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 import polars as pl
 
-from solver.clock import SystemClock
+from solver.core.clock import SystemClock
 from solver.config import Config
 from solver.core.budget import BudgetManager
 from solver.kaggle.competition import CALL_MARGIN_S, Competition, competition, competition_config
@@ -44,7 +44,7 @@ from solver.kaggle.rows import Row, RowError, answer_frame, fallback_id, read_ro
 from solver.kaggle.supervisor import EngineSupervisor, SessionFactory, default_session_factory, suspicion
 from solver.errors import describe
 from solver.loop.rundir import RunSession
-from solver.loop.thread import Outcome
+from solver.loop.thread import LoopResult
 from solver.types import Clock, Problem, ProblemResult, Repetition
 
 log = logging.getLogger(__name__)
@@ -164,7 +164,7 @@ class KagglePredictor:
     def _solve(self, problem: Problem, deadline: float | None, allotted: float | None, t0: float) -> CallRecord:
         self._current = []
         timeout = None if deadline is None else max(0.0, deadline - self.clock.now()) + self.grace_s
-        outcome: Outcome[ProblemResult] = self.supervisor.run(
+        outcome: LoopResult[ProblemResult] = self.supervisor.run(
             self.supervisor.session.solver.solve(problem, deadline=deadline), timeout)
         # A solve abandoned by an earlier call may still report into the list: keep this problem's only.
         reps = [r for r in self._current if r.problem_id == problem.id]

@@ -10,7 +10,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from solver.config import Config
-from solver.loop.thread import LoopThread, Outcome
+from solver.loop.thread import LoopThread, LoopResult
 from solver.types import Clock, GenerationRequest, ProblemResult, Repetition
 
 log = logging.getLogger(__name__)
@@ -18,14 +18,14 @@ T = TypeVar("T")
 
 SessionFactory = Callable[[Config, Callable[[Repetition], None]], contextlib.AbstractAsyncContextManager[Any]]
 """Builds an async context manager whose value has ``engine``, ``sandbox`` and ``solver`` (a ProblemSolver that
-reports each finished repetition to the callback) — :class:`solver.loop.problem.Session` by default."""
+reports each finished repetition to the callback) — :class:`solver.loop.problem.SolverSession` by default."""
 
 
 def default_session_factory(clock: Clock) -> SessionFactory:
     def open_session(config: Config, on_repetition: Callable[[Repetition], None]) -> Any:
-        from solver.loop.problem import Session
+        from solver.loop.problem import SolverSession
 
-        return Session(config, clock=clock, on_repetition=on_repetition)
+        return SolverSession(config, clock=clock, on_repetition=on_repetition)
 
     return open_session
 
@@ -59,7 +59,7 @@ class EngineSupervisor:
         """Remember why the engine may be unwell (None: it looked fine); checked at the next ``ensure``."""
         self._suspect = reason
 
-    def run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None) -> Outcome[T]:
+    def run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None) -> LoopResult[T]:
         """Run ``coro`` on the engine's loop, bounded by ``timeout_s`` plus the loop grace."""
         assert self._loop is not None, "ensure() first"
         return self._loop.run(coro, timeout_s=timeout_s, grace_s=self.loop_grace_s)
@@ -169,7 +169,7 @@ def engine_dead(engine: Any) -> bool:
         return True
 
 
-def suspicion(outcome: Outcome[ProblemResult], reps: Sequence[Repetition]) -> str | None:
+def suspicion(outcome: LoopResult[ProblemResult], reps: Sequence[Repetition]) -> str | None:
     """Why the engine may be unwell after a problem, or None: the solve failed or overran, a repetition failed in
     the engine, nothing was generated, or the deadline cut off a repetition that had not produced a single token
     (what a stalled engine looks like)."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from types import TracebackType
 
 from solver.core.answers import is_correct, prepare_expressions, voting_answers
-from solver.clock import SystemClock, remaining
+from solver.core.clock import SystemClock, remaining
 from solver.config import Config, engine_batch, repetitions_busy
 from solver.dialects import make_dialect
 from solver.loop.repetition import Activity, run_repetition
@@ -248,7 +248,7 @@ def _settled(rep: Repetition) -> Repetition:
     return rep if kept == rep.answers else replace(rep, answers=kept)
 
 
-class Session:
+class SolverSession:
     """The engine and sandbox for a run. The sandbox's warm process starts first, before the engine exists, so
     it is never a fork of a process holding engine (or CUDA) state."""
 
@@ -263,7 +263,7 @@ class Session:
         self.sandbox: Sandbox | None = None
         self.solver: ProblemSolver
 
-    async def __aenter__(self) -> Session:
+    async def __aenter__(self) -> SolverSession:
         from solver.engines import open_engine
         from solver.sandbox.pool import create_sandbox
 

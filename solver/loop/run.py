@@ -15,10 +15,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from solver.clock import SystemClock
+from solver.core.clock import SystemClock
 from solver.config import Config, ConfigError
 from solver.core.budget import BudgetManager
-from solver.loop.problem import ProblemSolver, Session, SolveEvent
+from solver.loop.problem import ProblemSolver, SolverSession, SolveEvent
 from solver.loop.rundir import RunSession
 from solver.types import Clock, Engine, Problem, ProblemResult, Sandbox
 
@@ -40,12 +40,12 @@ def check_runnable(config: Config) -> None:
     """
     from solver.core.state import Rules
     from solver.dialects import check_dialect
-    from solver.dialects.prompts import Template
+    from solver.dialects.prompts import PromptTemplate
     from solver.engines import factory_path
-    from solver.tiny_model import resolve_model
+    from solver.models import resolve_model
 
     Rules.of(config)
-    Template.load(config.prompt.template)
+    PromptTemplate.load(config.prompt.template)
     check_dialect(config)  # harmony's vocabulary offline; a chat template that declares hermes's tool
     factory_path(config.engine.name)
     if config.engine.name == "vllm":
@@ -130,7 +130,7 @@ async def solve_run(config: Config, problems: Sequence[Problem], run_dir: Path, 
                 solver = ProblemSolver(config, engine, sandbox, clock=clock, on_repetition=session.record,
                                        on_event=on_event)
             else:
-                opened = Session(config, clock=clock, on_repetition=session.record, on_event=on_event)
+                opened = SolverSession(config, clock=clock, on_repetition=session.record, on_event=on_event)
                 solver = (await stack.enter_async_context(opened)).solver
             outcome = await drive(session, problems, local_runner(solver, budget))
         return outcome.results

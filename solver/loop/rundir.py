@@ -13,7 +13,7 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from solver.clock import SystemClock
+from solver.core.clock import SystemClock
 from solver.config import Config
 from solver.core.budget import BudgetManager
 from solver.files import atomic_write

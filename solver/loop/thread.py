@@ -21,14 +21,14 @@ from solver.errors import describe
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
-OutcomeStatus = Literal["ok", "timeout", "error"]
+LoopResultStatus = Literal["ok", "timeout", "error"]
 
 
 @dataclass(frozen=True)
-class Outcome(Generic[T]):
+class LoopResult(Generic[T]):
     """What a submitted coroutine came to: its value, or why there is none."""
 
-    status: OutcomeStatus
+    status: LoopResultStatus
     value: T | None = None
     error: str | None = None  # one line: the exception type and message
 
@@ -61,7 +61,7 @@ class LoopThread:
     def alive(self) -> bool:
         return self._thread.is_alive() and not self._loop.is_closed()
 
-    def run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None, grace_s: float = 10.0) -> Outcome[T]:
+    def run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None, grace_s: float = 10.0) -> LoopResult[T]:
         """Run ``coro`` on the loop; wait at most ``timeout_s`` (None = no bound) plus ``grace_s``.
 
         The coroutine is cancelled at ``timeout_s`` inside the loop (``asyncio.wait_for``), which gives its
@@ -70,19 +70,19 @@ class LoopThread:
         """
         if not self.alive:
             coro.close()
-            return Outcome("error", error="event loop is not running")
+            return LoopResult("error", error="event loop is not running")
         bounded = coro if timeout_s is None else asyncio.wait_for(coro, max(0.0, timeout_s))
         future = asyncio.run_coroutine_threadsafe(bounded, self._loop)
         wall = None if timeout_s is None else max(0.0, timeout_s) + grace_s
         try:
-            return Outcome("ok", value=future.result(timeout=wall))
+            return LoopResult("ok", value=future.result(timeout=wall))
         except (asyncio.TimeoutError, concurrent.futures.TimeoutError) as exc:
             future.cancel()
-            return Outcome("timeout", error=describe(exc) if str(exc) else "timed out")
+            return LoopResult("timeout", error=describe(exc) if str(exc) else "timed out")
         except concurrent.futures.CancelledError:
-            return Outcome("error", error="cancelled")
+            return LoopResult("error", error="cancelled")
         except Exception as exc:  # the coroutine's own failure, handed back as a value
-            return Outcome("error", error=describe(exc))
+            return LoopResult("error", error=describe(exc))
 
     def submit(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Schedule ``coro`` on the loop without waiting for it (it runs whenever the loop is free)."""

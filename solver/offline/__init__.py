@@ -1,1 +1,4 @@
-"""Offline analysis of run logs: simulation, sweeps, reports, plots, sample import."""
+"""Offline analysis of run logs, by concern: ``sim`` (the leaderboard simulation: a Kaggle day played on recorded
+repetitions), ``sweep`` (validation sweeps: generate runs, analyse them) and ``tune`` (search the settings, pick
+one). Each sub-package's ``__init__`` names what outsiders may use. Recordings come in through
+``solver.recordings``."""

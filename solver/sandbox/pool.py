@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from solver.config import SandboxConfig
-from solver.registry import Registry
+from solver.config import Registry
 from solver.sandbox.channel import (Capture, Exit, Flight, Isolation, SandboxError, TemplateProcess, classify,
                                     kill_group)
 from solver.types import Execution, Sandbox

@@ -4,7 +4,7 @@ start. One YAML file per named setting in ``solver/timing/data`` (``h100-gptoss`
 preset runs it; ``tiny``: the tiny preset on this CPU), each number with its source; ``python -m solver.timing.fit``
 refits one from a benchmark timeline.
 
-The rules the numbers feed (``solver.timing.clock`` and ``solver.timing.timeline`` apply them):
+The rules the numbers feed (``solver.timing.steps`` and ``solver.timing.timeline`` apply them):
 
 - decoding: every sequence in the batch gains one token per step, and a step takes
   ``step_s(B) + context_s × S`` seconds for B sequences decoding that hold S context tokens in all (weights read

@@ -5,7 +5,7 @@ stopped: a stop or a deadline only cancels what is still running, so the times u
 rule, voter and budget, and the simulator computes a timeline once per draw and plays every policy over it.
 
 Events happen in time order: a request is admitted ``request_s`` after it is sent (its prefill then holds the
-batch, ``EngineClock.prefill``), decodes until the engine's step counter reaches its target, and the attempt
+batch, ``StepCounter.prefill``), decodes until the engine's step counter reaches its target, and the attempt
 sends its next request after its tool call. A decode end and an admission at one instant: the decode end first.
 """
 
@@ -16,7 +16,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from solver.timing.clock import EngineClock
+from solver.timing.steps import StepCounter
 from solver.timing.model import EngineTimeModel
 
 
@@ -87,7 +87,7 @@ def engine_timeline(attempts: Sequence[AttemptPlan], workers: int, model: Engine
         raise ValueError(f"a timeline needs at least one worker, got {workers}")
     n = len(attempts)
     starts, ends = [math.nan] * n, [math.nan] * n
-    clock = EngineClock(model, start)
+    clock = StepCounter(model, start)
     request_s = model.request_s
     turn = [0] * n  # the request each attempt is on (its count of requests: the attempt is ending)
     previous_end: list[int | None] = [None] * n  # context after the attempt's previous request

@@ -65,7 +65,7 @@ def test_joblib_work_runs_as_ray_tasks_and_simulate_gives_the_same_result() -> N
 
     from solver.cluster.connect import RayConnection, joblib_backend
     from solver.cluster.spec import ClusterSpec
-    from solver.offline.simulate import SimulationRequest, simulate
+    from solver.offline.sim import SimulationRequest, simulate
 
     def request(jobs: int) -> SimulationRequest:
         return SimulationRequest((REPLAY_RUN,), reps=(1, 4), stoppers=((), ("agree:2",)), trials=200, seed=3,

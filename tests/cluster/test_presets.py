@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from solver.clock import FakeClock
+from doubles import FakeClock
 from solver.cluster.spec import ClusterSpec, actor_count, engine_batch, gpus_per_engine
 from solver.config import load_config
 from solver.core.budget import BudgetManager

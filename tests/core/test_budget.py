@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from solver.core.budget import BudgetManager, problem_seconds
-from solver.clock import FakeClock
+from doubles import FakeClock
 from solver.config import BudgetConfig, ConfigError, load_config
 
 H100 = BudgetConfig(total_s=18000, problems=50, min_s=300, max_s=900, reserve_s=300, cutoff_s=17700)

@@ -22,7 +22,7 @@ from solver.types import Delta, GenerationRequest, Problem
 def tokenizer():
     from transformers import AutoTokenizer
 
-    from solver.tiny_model import ensure_tiny_model
+    from solver.models import ensure_tiny_model
 
     return AutoTokenizer.from_pretrained(str(ensure_tiny_model()))
 

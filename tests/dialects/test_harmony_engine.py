@@ -33,7 +33,7 @@ def test_real_engine_runs_the_tiny_harmony_model_through_the_harmony_dialect(tin
     from solver.loop.problem import ProblemSolver
     from solver.loop.thread import LoopThread
     from solver.sandbox.pool import create_sandbox
-    from solver.tiny_harmony import ensure_tiny_harmony_model
+    from solver.models import ensure_tiny_harmony_model
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     # The random model's logits are nearly flat over 201,088 ids: a bias of ~ln(201088) - 3 on the two stop

@@ -73,7 +73,7 @@ def test_hermes_needs_a_tokenizer_whose_template_renders_tools(tokenizer):
         make_dialect(config(), None)
     from transformers import AutoTokenizer
 
-    from solver.tiny_model import ensure_tiny_model
+    from solver.models import ensure_tiny_model
 
     plain = AutoTokenizer.from_pretrained(str(ensure_tiny_model()))  # SmolLM2's own template ignores tools
     with pytest.raises(ConfigError, match="does not render tools"):

@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from solver.clock import FakeClock
+from doubles import FakeClock
 from solver.config import ConfigError, load_config
 from solver.engines.openai import (
     EndpointError,

@@ -23,7 +23,7 @@ from solver.engines.replay import (
     problems_from_log,
     served,
 )
-from solver.offline.importer import SampleFields, SampleImportError, import_samples
+from solver.recordings import SampleFields, SampleImportError, import_samples
 from solver.runlog import LogError, RunLog, read_log
 from solver.types import Delta, Execution, GenerationRequest, Repetition, Turn
 

@@ -81,7 +81,7 @@ def test_the_parsed_lines_are_worded_so_in_the_installed_vllm() -> None:
 def test_gpu_presets_capture_cuda_graphs_only_up_to_max_num_seqs(preset: str) -> None:
     pytest.importorskip("vllm")  # the arguments are vLLM's own AsyncEngineArgs
     from solver.engines.vllm_async import engine_args
-    from solver.tiny_model import resolve_model
+    from solver.models import resolve_model
 
     config = load_config(preset)
     assert config.engine.args["max_cudagraph_capture_size"] == config.engine.args["max_num_seqs"]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from solver.engines import vllm_metrics
-from solver.engines.vllm_metrics import Reading, Usage, UsageSampler, fold, reading
+from solver.engines.vllm_metrics import UsageReading, Usage, UsageSampler, fold, reading
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,7 +31,7 @@ def test_reading_takes_vllms_own_metric_records() -> None:
         Histogram(name="vllm:request_num_preemptions", labels=labels, count=2, sum=4.0, buckets={}),
         Counter(name="vllm:generation_tokens", labels=labels, value=999),
     ]
-    assert reading(records) == Reading(kv_usage=0.625, preemptions=4, running=12, waiting=3)
+    assert reading(records) == UsageReading(kv_usage=0.625, preemptions=4, running=12, waiting=3)
 
 
 def test_the_names_read_are_the_ones_the_installed_vllm_registers() -> None:
@@ -47,22 +47,22 @@ def test_the_names_read_are_the_ones_the_installed_vllm_registers() -> None:
 
 @pytest.mark.parametrize(("readings", "expected"), [
     # peak kept though usage fell; preemptions counted from the baseline's 5
-    ([Reading(0.3, 5, 4, 0), Reading(0.99, 8, 16, 6), Reading(0.2, 11, 2, 0)],
+    ([UsageReading(0.3, 5, 4, 0), UsageReading(0.99, 8, 16, 6), UsageReading(0.2, 11, 2, 0)],
      Usage(0.99, 0.2, 6, 16, 6, 3)),
     # no pressure: nothing preempted
-    ([Reading(0.1, 5, 1, 0)], Usage(0.1, 0.1, 0, 1, 0, 1)),
+    ([UsageReading(0.1, 5, 1, 0)], Usage(0.1, 0.1, 0, 1, 0, 1)),
 ])
-def test_fold_regression_table(readings: list[Reading], expected: Usage) -> None:
-    assert fold(Reading(0.0, 5, 0, 0), readings) == expected
+def test_fold_regression_table(readings: list[UsageReading], expected: Usage) -> None:
+    assert fold(UsageReading(0.0, 5, 0, 0), readings) == expected
 
 
 def test_sampler_polls_while_the_run_goes_on_and_reads_once_more_at_the_end() -> None:
-    script = iter([Reading(0.0, 2, 0, 0),  # baseline, on entry
-                   Reading(0.5, 2, 8, 0), Reading(1.0, 3, 8, 4), Reading(0.7, 6, 8, 2)])
-    last = Reading(0.0, 9, 0, 0)
+    script = iter([UsageReading(0.0, 2, 0, 0),  # baseline, on entry
+                   UsageReading(0.5, 2, 8, 0), UsageReading(1.0, 3, 8, 4), UsageReading(0.7, 6, 8, 2)])
+    last = UsageReading(0.0, 9, 0, 0)
     calls = []
 
-    def scripted() -> Reading:  # a double for vLLM's metrics: the sequence a run under pressure produces
+    def scripted() -> UsageReading:  # a double for vLLM's metrics: the sequence a run under pressure produces
         r = next(script, last)
         calls.append(r)
         return r
@@ -101,9 +101,9 @@ def test_engine_usage_reports_for_in_process_vllm_only() -> None:
     lines: list[str] = []
     polls: list[str] = []
 
-    def scripted() -> Reading:  # a double for vLLM's metrics
+    def scripted() -> UsageReading:  # a double for vLLM's metrics
         polls.append("poll")
-        return Reading(0.5, len(polls), 2, 0)
+        return UsageReading(0.5, len(polls), 2, 0)
 
     async def run(name: str) -> None:
         async with vllm_metrics.engine_usage(name, lines.append, read=scripted, interval_s=0.01):
@@ -119,7 +119,7 @@ def test_engine_usage_reports_when_the_run_fails_too() -> None:
     lines: list[str] = []
 
     async def run() -> None:
-        async with vllm_metrics.engine_usage("vllm", lines.append, read=lambda: Reading(1.0, 3, 1, 0),
+        async with vllm_metrics.engine_usage("vllm", lines.append, read=lambda: UsageReading(1.0, 3, 1, 0),
                                              interval_s=0.01):
             raise KeyboardInterrupt
 

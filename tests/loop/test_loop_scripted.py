@@ -107,7 +107,7 @@ def test_scripted_engine_stop_cancels_in_flight_and_returns_early():
 
 
 def test_scripted_engine_deadline_returns_best_answer_so_far():
-    from solver.clock import SystemClock
+    from solver.core.clock import SystemClock
 
     def script(req):
         return "\\boxed{5}" if req.repetition == 0 else "slow " * 1000
@@ -121,7 +121,7 @@ def test_scripted_engine_deadline_returns_best_answer_so_far():
 
 
 def test_scripted_engine_past_deadline_gives_default_at_once():
-    from solver.clock import FakeClock
+    from doubles import FakeClock
 
     engine = ScriptedEngine(lambda req: "\\boxed{5}")
     cfg = config()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from doubles import ScriptedEngine, ScriptedSandbox, printed
 
-from solver.clock import FakeClock
+from doubles import FakeClock
 from solver.config import Config
 from solver.loop import run as run_module
 from solver.loop.problem import ProblemSolver

@@ -16,7 +16,7 @@ DEV_CORPUS = Path(__file__).parents[2] / "benchmarks" / "data" / "pot_aqua_dev.j
 @pytest.fixture(scope="session")
 def dev_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The dev corpus imported once per test session through the sample importer."""
-    from solver.offline.importer import import_samples
+    from solver.recordings import import_samples
 
     root = tmp_path_factory.mktemp("dev")
     plain = root / "pot_aqua_dev.jsonl"

@@ -21,9 +21,9 @@ import numpy as np
 import pytest
 
 from solver.config import load_config
-from solver.offline.importer import import_samples
-from solver.offline.pools import load_pools, prepare
-from solver.offline.replay_check import check_replay, simulated_run
+from solver.recordings import import_samples
+from solver.offline.sim import load_pools, prepare
+from solver.offline.sim import check_replay, simulated_run
 from solver.runlog import read_log
 from solver.timing.model import load_time_model
 from solver.timing.timeline import engine_timeline

@@ -13,8 +13,8 @@ from scipy.stats import binom
 from solver.cli import main
 from solver.config import Config
 from solver.runlog import RunLog
-from solver.offline.pools import SimulationError
-from solver.offline.simulate import SimulationRequest, simulate
+from solver.offline.sim import SimulationError
+from solver.offline.sim import SimulationRequest, simulate
 from solver.types import Answer, Problem, Repetition, Turn
 
 DATA = Path(__file__).parents[1] / "data"
@@ -149,7 +149,7 @@ def test_outputs_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
 
 
 def test_imported_samples_simulate(tmp_path: Path):
-    from solver.offline.importer import import_samples
+    from solver.recordings import import_samples
 
     import_samples(DATA / "samples_nemo.jsonl", tmp_path / "run", Config())
     report = simulate(request(tmp_path / "run", reps=(1, 3), trials=50))
@@ -191,7 +191,7 @@ def test_bad_inputs_are_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_budget_settings_come_from_the_config_and_overrides(tmp_path: Path):
-    from solver.offline.simulate_output import markdown
+    from solver.offline.sim import markdown
 
     run = write_run(tmp_path / "run", {f"p{i}": ("3", ["3"] * 4) for i in range(3)})
     starved = simulate(request(run, reps=(4,), budgets=(100.0,), trials=5))  # default reserve_s is 300 s
@@ -213,7 +213,7 @@ def test_a_run_made_with_workers_auto_is_simulated_with_work_in_flight(tmp_path:
     report = simulate(request(run, reps=(4,), trials=5))
     s = report.summaries[0]
     assert s.setting.workers == 2 and s.mean == 3 and s.finished == 4
-    from solver.offline.simulate_output import markdown
+    from solver.offline.sim import markdown
 
     assert "--workers auto" in markdown(report)
     assert s.seconds == pytest.approx(2.0)  # 4 repetitions of 1 s on 2 slots

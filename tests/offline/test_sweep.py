@@ -17,10 +17,10 @@ from solver.cli import main
 from solver.config import Config, load_config
 from solver.report import GradedRepetition
 from solver.offline.sweep import run_sweep
-from solver.offline.sweep_analysis import analyse, simulate_problem
-from solver.offline.sweep_output import PLOTS, load_sweep, write_outputs
-from solver.offline.sweep_runs import plan_runs, reusable_config
-from solver.offline.sweep_spec import SweepError, SweepSpec, spec_from_dict, stopper_for
+from solver.offline.sweep import analyse, simulate_problem
+from solver.offline.sweep import PLOTS, load_sweep, write_outputs
+from solver.offline.sweep import plan_runs, reusable_config
+from solver.offline.sweep import SweepError, SweepSpec, spec_from_dict, stopper_for
 from solver.types import Ballot, Problem
 from solver.core.voting import make_voter
 
@@ -223,7 +223,7 @@ def test_small_sweep_with_the_tiny_model(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("path", sorted((ROOT / "evaluation" / "sweeps").glob("*.yaml")), ids=lambda p: p.stem)
 def test_bundled_sweep_specs_are_valid(path: Path, tmp_path: Path) -> None:
-    from solver.offline.sweep_spec import load_spec
+    from solver.offline.sweep import load_spec
 
     data = load_spec(path)
     spec = spec_from_dict({**data, "data": data["data"] or "demo"}, str(path))

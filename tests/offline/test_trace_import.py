@@ -17,9 +17,9 @@ from solver.config import load_config
 from solver.core.voting import text_answer
 from solver.dialects.harmony import load_encoding
 from solver.dialects.output import OutputStyle, describe_execution
-from solver.offline.importer import import_samples
-from solver.offline.trace_import import turn_seconds
-from solver.offline.traces import read_attempts
+from solver.recordings import import_samples
+from solver.recordings import turn_seconds
+from solver.recordings import read_attempts
 from solver.runlog import read_log
 from solver.types import Turn
 

@@ -15,8 +15,8 @@ import yaml
 
 from solver.cli import main
 from solver.config import load_config
-from solver.offline.frontier import PickError, PickRule, cost, pareto
-from solver.offline.simulate import SimulationRequest
+from solver.offline.tune import PickError, PickRule, cost, pareto
+from solver.offline.sim import SimulationRequest
 from solver.offline.tune import tune
 
 from offline.test_simulate import synthetic
@@ -121,7 +121,7 @@ def test_cli_writes_frontier_plots_report_and_a_config_solve_takes(tmp_path: Pat
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                   flags: list[str], message: str) -> None:
-    from solver.offline.importer import import_samples
+    from solver.recordings import import_samples
     from solver.config import Config
 
     run = tmp_path / "imported"  # imported samples: no tokens, no seconds
@@ -140,7 +140,7 @@ def chromium() -> str | None:
 @pytest.mark.slow
 def test_html_report_shows_in_headless_chromium(run: Path, tmp_path: Path) -> None:
     """The report is opened by a real browser: every embedded plot decodes and every table is in the DOM."""
-    from solver.offline.tune_output import write_outputs
+    from solver.offline.tune import write_outputs
 
     browser = chromium()
     if browser is None:
@@ -193,7 +193,7 @@ def test_budgets_and_workers_are_searched_and_written(run: Path, tmp_path: Path)
 
 
 def test_wrong_problem_table_lists_exactly_the_problems_mostly_missed(run: Path) -> None:
-    from solver.offline.tune_output import wrong_problems
+    from solver.offline.tune import wrong_problems
 
     report = tune(request(run), PickRule())
     head, rows = wrong_problems(report)

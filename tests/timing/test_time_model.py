@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from solver.timing.clock import EngineClock
+from solver.timing.steps import StepCounter
 from solver.timing.fit import fit, predicted_seconds
 from solver.timing.model import DATA_DIR, EngineTimeModel, dump, load_time_model
 from solver.timing.timeline import AttemptPlan, engine_timeline
@@ -95,7 +95,7 @@ def test_decode_speed_matches_the_cached_probes(seqs: int, context: int, tokens_
 
 def test_the_clock_reaches_what_it_promises() -> None:
     model = EngineTimeModel("m", ((1, 0.01), (8, 0.02)), context_s=1e-6, prefill_tokens_per_s=1000.0)
-    clock = EngineClock(model)
+    clock = StepCounter(model)
     a = clock.join(5000)
     b = clock.join(100)
     due = clock.time_of(a + 400)

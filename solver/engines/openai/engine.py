@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from solver.clock import SystemClock
+from solver.core.clock import SystemClock
 from solver.config import Config, ConfigError
 from solver.engines.openai.endpoints import (
     Endpoint,

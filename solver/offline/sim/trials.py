@@ -1,0 +1,345 @@
+"""Monte-Carlo trials: many whole leaderboard runs of every setting on common random draws, in parallel chunks
+(joblib) that give the same result for a seed whatever the number of jobs.
+
+Each setting draws its own repetitions (``reps`` plus a second round's ``retry``): for a problem, a trial holds one
+random order of its M recorded repetitions and one with-replacement sequence. With ``auto`` a setting that needs L
+takes the order's first L where L <= M (exact: a random subset of real repetitions is a real run), and where L > M
+all M in that order topped up with the sequence's first L - M (``bootstrapped``, counted per setting, its bias
+estimated in ``solver.offline.sim.bias``): as exact as the recording goes. Both are fixed per trial and problem
+whatever the grid holds, and a shorter draw is a prefix of a longer one, so a setting's row does not depend on
+the other settings, and a second round never changes how its first round is drawn.
+
+A problem's times come from a timeline (``solver.timing.timeline``): under the engine time model, one per draw and
+W (computed once and shared by every stopper, voter and budget played over it, and, where W covers the draw, by
+every order of the same repetitions); without one, each repetition's recorded seconds.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+import numpy as np
+
+from solver.core.clock import SimulatedClock
+from solver.config import AnswerConfig, Config, StopConfig, VoteConfig
+from solver.core.budget import BudgetManager
+from solver.core.state import Rules
+from solver.offline.sim.play import Rounds, play_on
+from solver.offline.sim.pools import Prepared, SimulationError
+from solver.report import Grader
+from solver.timing.model import EngineTimeModel
+from solver.timing.timeline import Timeline, engine_timeline, fixed_timeline
+from solver.types import Problem
+
+Draw = Literal["auto", "bootstrap", "subset"]
+TRIALS_PER_CHUNK = 50  # trials per parallel task; fixed, so results do not depend on the number of jobs
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One point of the grid. ``stoppers`` empty = run every repetition; ``budget_s`` None = no time budget;
+    ``retry``: a second round of that many (``solve.retry_reps``); ``clamp``: the budget's (min_s, max_s), None =
+    the config's; ``banking``: time banking (``budget.banking``)."""
+
+    reps: int
+    voter: str
+    stoppers: tuple[str, ...]
+    workers: int
+    budget_s: float | None = None
+    retry: int = 0
+    clamp: tuple[float, float] | None = None
+    banking: bool = False
+
+    @property
+    def draws(self) -> int:
+        """Repetitions a trial draws for one problem: both rounds."""
+        return self.reps + self.retry
+
+    @property
+    def label(self) -> str:
+        """
+        >>> Setting(16, "majority", ("beta", "esc:5"), 8, 3600.0).label
+        'reps=16 voter=majority stop=beta,esc:5 workers=8 budget=3600s'
+        >>> Setting(8, "majority", ("agree:4",), 8, 18000.0, 8, (300.0, 900.0), True).label
+        'reps=8 voter=majority stop=agree:4 workers=8 budget=18000s retry=8 clamp=300-900 banking'
+        """
+        budget = "-" if self.budget_s is None else f"{self.budget_s:g}s"
+        text = (f"reps={self.reps} voter={self.voter} stop={self.stop_label} workers={self.workers} "
+                f"budget={budget}")
+        return text + self.policy_label
+
+    @property
+    def policy_label(self) -> str:
+        """The time policy beyond the budget (a second round, the clamp, banking), as the label ends."""
+        parts = [f" retry={self.retry}" if self.retry else "",
+                 f" clamp={self.clamp[0]:g}-{self.clamp[1]:g}" if self.clamp else "",
+                 " banking" if self.banking else ""]
+        return "".join(parts)
+
+    @property
+    def stop_label(self) -> str:
+        """The stoppers as every table and plot names them.
+
+        >>> Setting(8, "majority", (), 1).stop_label, Setting(8, "majority", ("margin:3", "lossless"), 1).stop_label
+        ('none', 'margin:3,lossless')
+        """
+        return ",".join(self.stoppers) or "none"
+
+
+def grid(reps: Sequence[int], voters: Sequence[str], stoppers: Sequence[tuple[str, ...]],
+         workers: Sequence[int], budgets: Sequence[float | None], retries: Sequence[int] = (0,),
+         clamps: Sequence[tuple[float, float] | None] = (None,), banking: Sequence[bool] = (False,)) -> list[Setting]:
+    """Every combination, repetitions varying fastest (the order plots use).
+
+    >>> [s.reps for s in grid([8, 16], ["majority"], [(), ("beta",)], [4], [None])]
+    [8, 16, 8, 16]
+    """
+    return [Setting(n, v, s, w, b, r, c, k) for v in voters for s in stoppers for w in workers for b in budgets
+            for r in retries for c in clamps for k in banking for n in reps]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything a chunk of trials needs; plain data so it pickles to a worker process."""
+
+    prepared: list[Prepared]
+    settings: list[Setting]
+    vote: VoteConfig
+    answers: AnswerConfig
+    stop: StopConfig
+    config: Config  # its budget section is used by budgeted settings (total_s and problems replaced)
+    problems: int  # K
+    draw: Draw
+    model: EngineTimeModel | None = None  # None: each repetition's recorded seconds
+
+
+@dataclass
+class ChunkResult:
+    """Per setting: one row per trial."""
+
+    scores: np.ndarray  # (settings, trials) problems right
+    finished: np.ndarray  # (settings, trials) mean finished repetitions per problem
+    launched: np.ndarray
+    tokens: np.ndarray  # mean tokens per problem
+    seconds: np.ndarray  # mean seconds per problem
+    total_seconds: np.ndarray  # whole run, the engine's start included
+    cut: np.ndarray  # problems the budget cut (stopped at their deadline) in the run
+    bootstrapped: np.ndarray  # problems that launched repetitions drawn again (more launched than recorded)
+    retried: np.ndarray  # problems that ran a second round
+    stops: list[Counter[str]] = field(default_factory=list)  # per setting: stop reasons over problems
+    right: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # (settings, pools) times answered right
+    drawn: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (pools,) times a problem was in a trial
+
+    ARRAYS = ("scores", "finished", "launched", "tokens", "seconds", "total_seconds", "cut", "bootstrapped",
+              "retried")
+
+
+def draw_indices(rng: np.random.Generator, available: int, length: int, draw: Draw) -> np.ndarray:
+    """Indices of the repetitions one trial uses for one problem, in launch order.
+
+    ``subset`` draws without replacement: a random subset of independently sampled repetitions is itself a real
+    run, so every statistic of N repetitions comes out unbiased. ``bootstrap`` draws with replacement: it works for
+    any N but is biased where answers are rare (a problem with k answers among M recorded loses them all with
+    probability (1 - k/M)^N, which averages above a real run's (1 - a)^N). ``auto`` is ``subset`` where the
+    problem has ``length`` repetitions recorded and, where it has fewer, all of them topped up with replacement
+    (``Draws``, which the trials use, draws the same way).
+
+    >>> sorted(draw_indices(np.random.default_rng(0), 4, 4, "auto").tolist()), len(draw_indices(np.random.default_rng(0), 3, 5, "auto"))
+    ([0, 1, 2, 3], 5)
+    >>> draw_indices(np.random.default_rng(0), 3, 5, "subset")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    solver.offline.sim.pools.SimulationError: a problem has 3 recorded repetitions; subset draws of 5 need at least ...
+    """
+    if available == 0:
+        return np.zeros(0, dtype=int)
+    if draw == "subset" or (draw == "auto" and length <= available):
+        if length > available:
+            raise SimulationError(f"a problem has {available} recorded repetitions; subset draws of {length} "
+                                  "need at least that many (use --draw auto or bootstrap)")
+        return rng.permutation(available)[:length]
+    if draw == "auto":
+        return np.concatenate([rng.permutation(available), rng.integers(0, available, size=length - available)])
+    return rng.integers(0, available, size=length)
+
+
+class Draws:
+    """One trial's draws for one problem: a random order of its M recorded repetitions and a with-replacement
+    sequence, each fixed by (trial key, problem); ``take(L)`` is the order's first L (``subset``, or ``auto`` where
+    L <= M), the whole order topped up with the sequence's first L - M (``auto`` where L > M), or the sequence's
+    first L (``bootstrap``).
+
+    >>> d = Draws(7, 0, 3, "auto")
+    >>> (sorted(d.take(3)[0].tolist()), d.take(3)[1]), (sorted(d.take(5)[0][:3].tolist()), d.take(5)[1])
+    (([0, 1, 2], False), ([0, 1, 2], True))
+    >>> bool((d.take(4)[0] == d.take(6)[0][:4]).all())  # prefixes: a longer draw extends a shorter one
+    True
+    """
+
+    def __init__(self, key: int, problem: int, available: int, draw: Draw) -> None:
+        self.key, self.problem, self.available, self.draw = key, problem, available, draw
+        self._order: np.ndarray | None = None
+        self._sequence: np.ndarray | None = None
+
+    def take(self, length: int) -> tuple[np.ndarray, bool]:
+        """The first ``length`` indices, and whether they were drawn with replacement."""
+        m = self.available
+        if m == 0:
+            return np.zeros(0, dtype=int), False
+        if self.draw == "subset" and length > m:
+            raise SimulationError(f"a problem has {m} recorded repetitions; subset draws of {length} need at "
+                                  "least that many (use --draw auto or bootstrap)")
+        if self.draw != "bootstrap" and self._order is None:
+            self._order = np.random.default_rng([self.key, self.problem, 0]).permutation(m)
+        if self.draw != "bootstrap" and length <= m:
+            return self._order[:length], False
+        if self._sequence is None or len(self._sequence) < length:
+            self._sequence = np.random.default_rng([self.key, self.problem, 1]).integers(0, m, size=max(length, 64))
+        if self.draw == "bootstrap":
+            return self._sequence[:length], True
+        return np.concatenate([self._order, self._sequence[: length - m]]), True
+
+
+class ProblemGrader:
+    """Correctness of an answer per problem, remembered (``solver.report.Grader``: math-verify can take
+    milliseconds per call)."""
+
+    def __init__(self, rules: AnswerConfig) -> None:
+        self._grade = Grader(rules)
+
+    def __call__(self, problem: Problem, answer: str) -> bool:
+        return problem.answer is not None and self._grade(answer, problem.answer)
+
+
+class Timelines:
+    """First-round timelines, remembered per (problem, W, repetitions in launch order); where W covers every
+    repetition they all start at once, so any order of the same repetitions shares one."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self._memo: dict[tuple[int, int, tuple[int, ...]], Timeline] = {}
+
+    def rounds(self, p: int, idx: np.ndarray, reps: int, workers: int) -> Rounds:
+        """The timelines of one draw: the first round's remembered, a second round's made when it comes."""
+        prep, model = self.plan.prepared[p], self.plan.model
+
+        def timeline(first: int, start: float) -> Timeline:
+            chosen = idx[first:] if first else idx[:reps]
+            if model is None:
+                return fixed_timeline(prep.seconds[chosen], workers, prep.tokens[chosen], start)
+            if first:
+                return engine_timeline([prep.plans[i] for i in chosen], workers, model, start)
+            return self.first(p, chosen, workers)
+
+        return timeline
+
+    def first(self, p: int, chosen: np.ndarray, workers: int) -> Timeline:
+        assert self.plan.model is not None
+        together = workers >= len(chosen)
+        order = np.argsort(chosen, kind="stable") if together else np.arange(len(chosen))
+        key = (p, min(workers, len(chosen)) if together else workers, tuple(chosen[order].tolist()))
+        found = self._memo.get(key)
+        if found is None:
+            prep = self.plan.prepared[p]
+            found = self._memo[key] = engine_timeline([prep.plans[i] for i in key[2]], workers, self.plan.model)
+        if not together:
+            return found
+        back = np.empty(len(order), dtype=int)
+        back[order] = np.arange(len(order))  # draw position -> position in the sorted key
+        return Timeline(tuple(found.starts[j] for j in back), tuple(found.ends[j] for j in back),
+                        tuple(found.tokens[j] for j in back))
+
+
+def _budget(plan: Plan, setting: Setting, clock: SimulatedClock) -> BudgetManager | None:
+    if setting.budget_s is None:
+        return None
+    budget = replace(plan.config.budget, total_s=setting.budget_s, problems=plan.problems, banking=setting.banking)
+    if setting.clamp is not None:
+        budget = replace(budget, min_s=setting.clamp[0], max_s=setting.clamp[1])
+    return BudgetManager(budget, clock)
+
+
+def run_chunk(plan: Plan, trials: int, seed: Sequence[int]) -> ChunkResult:
+    """``trials`` leaderboard runs of every setting on shared draws from ``np.random.default_rng(seed)``."""
+    rng = np.random.default_rng(list(seed))
+    s_count = len(plan.settings)
+    shape = (s_count, trials)
+    out = ChunkResult(*(np.zeros(shape) for _ in ChunkResult.ARRAYS), stops=[Counter() for _ in range(s_count)],
+                      right=np.zeros((s_count, len(plan.prepared))), drawn=np.zeros(len(plan.prepared)))
+    grade = ProblemGrader(plan.answers)
+    rules = {}
+    for s in plan.settings:
+        key = (s.voter, s.stoppers, s.reps, s.retry)
+        if key not in rules:
+            rules[key] = Rules.build(replace(plan.vote, voter=s.voter), plan.answers,
+                                     replace(plan.stop, stoppers=s.stoppers), s.reps, s.retry,
+                                     plan.config.solve.retry_below)
+    timelines = Timelines(plan)
+    start_s = plan.model.start_s if plan.model is not None else 0.0
+    k = plan.problems
+    for t in range(trials):
+        order = rng.permutation(len(plan.prepared))[:k]
+        key = int(rng.integers(2**62))
+        draws = [Draws(key, int(p), len(plan.prepared[p].seconds), plan.draw) for p in order]
+        out.drawn[order] += 1
+        for s_index, setting in enumerate(plan.settings):
+            clock = SimulatedClock(0.0)
+            manager = _budget(plan, setting, clock)
+            clock.advance(start_s)  # the engine starts once, inside the run's time
+            rule = rules[(setting.voter, setting.stoppers, setting.reps, setting.retry)]
+            score, fin, lau, tok, sec, cut, boot, retried = 0, 0, 0, 0.0, 0.0, 0, 0, 0
+            for p, draw in zip(order, draws):
+                prep = plan.prepared[p]
+                idx, _ = draw.take(setting.draws)
+                ballots = prep.ballots[setting.voter]
+                deadline = None
+                if manager is not None:
+                    absolute = manager.next_deadline()
+                    deadline = None if absolute is None else absolute - clock.now()
+                limit = rule.with_limit(min(setting.reps, len(idx))) if len(idx) < setting.reps else rule
+                result = play_on([ballots[i] for i in idx], timelines.rounds(int(p), idx, setting.reps,
+                                                                             setting.workers),
+                                 limit, setting.workers, deadline)
+                clock.advance(result.seconds)
+                if manager is not None:
+                    manager.finish_problem()
+                right = grade(prep.problem, result.answer)
+                score += right
+                out.right[s_index, p] += right
+                fin += result.finished
+                lau += result.launched
+                tok += result.tokens
+                sec += result.seconds
+                cut += result.stopped_by == "deadline"
+                boot += result.launched > draw.available or draw.draw == "bootstrap"  # a drawn-again one ran
+                retried += result.launched > setting.reps
+                out.stops[s_index][result.stopped_by] += 1
+            row = (score, fin / k, lau / k, tok / k, sec / k, clock.now(), cut, boot, retried)
+            for name, value in zip(ChunkResult.ARRAYS, row):
+                getattr(out, name)[s_index, t] = value
+    return out
+
+
+def _chunks(trials: int) -> list[int]:
+    """
+    >>> _chunks(120)
+    [50, 50, 20]
+    """
+    return [min(TRIALS_PER_CHUNK, trials - start) for start in range(0, trials, TRIALS_PER_CHUNK)]
+
+
+def run_trials(plan: Plan, trials: int, seed: int, jobs: int = 1) -> ChunkResult:
+    """All trials, chunked and run in parallel with joblib; the same seed gives the same result for any jobs."""
+    from joblib import Parallel, delayed
+
+    chunks = [(size, (seed, number)) for number, size in enumerate(_chunks(trials))]
+    if jobs == 1 or len(chunks) == 1:
+        parts = [run_chunk(plan, size, chunk_seed) for size, chunk_seed in chunks]
+    else:
+        parts = Parallel(n_jobs=jobs)(delayed(run_chunk)(plan, size, chunk_seed) for size, chunk_seed in chunks)
+    return ChunkResult(*(np.concatenate([getattr(p, name) for p in parts], axis=1) for name in ChunkResult.ARRAYS),
+                       stops=[sum((p.stops[i] for p in parts), Counter()) for i in range(len(plan.settings))],
+                       right=sum(p.right for p in parts), drawn=sum(p.drawn for p in parts))

@@ -1,0 +1,250 @@
+"""A tuning search written out: tune.md (frontier tables, the pick, the calibration check), settings.csv (every
+setting searched), chosen.yaml (the config), the plots, and report.html (all of it in one self-contained page)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from solver.files import atomic_write
+from solver.offline.tune.frontier import AXIS_LABELS, Axis, cost, frontier
+from solver.offline.tune.html_report import Image, Page, Preformatted, Section, Table, render
+from solver.report import markdown_table
+from solver.offline.sim import Summary, calibration_lines, summary_rows, timing_text
+from solver.offline.tune.search import TuneReport, config_text, stoppers_label, write_config
+
+PLOTS = ("frontier.png", "accuracy_vs_reps.png", "scores.png")
+HISTOGRAMS_MAX = 10  # settings in the score histograms: the frontier's, the references and the chosen one
+
+
+def accuracy(s: Summary) -> float:
+    return 100 * s.mean / s.problems
+
+
+def band(s: Summary) -> str:
+    """
+    >>> import numpy as np
+    >>> from solver.offline.sim import Setting
+    >>> band(Summary(Setting(1, "majority", (), 1), 50, 3, 30.0, 1.0, {0.05: 29.0, 0.95: 31.0}, {}, 1, 1, 0, 0, 0,
+    ...              {}, np.zeros(3), np.zeros(0)))
+    '58.0–62.0'
+    """
+    k = s.problems
+    return f"{100 * s.quantiles[0.05] / k:.1f}–{100 * s.quantiles[0.95] / k:.1f}"
+
+
+def frontier_rows(report: TuneReport, axis: Axis) -> tuple[list[str], list[list[object]]]:
+    """The frontier of ``axis`` as a table, cheapest first, with the chosen setting marked."""
+    head = ["N", "voter", "stop", "W, budget, time policy", AXIS_LABELS[axis], "accuracy %", "5–95 %",
+            "vs every repetition (points)", "chosen"]
+    best_full = max((accuracy(s) for s in report.full), default=math.nan)
+    rows: list[list[object]] = []
+    for s in report.frontiers[axis]:
+        rows.append([s.setting.reps, s.setting.voter, stoppers_label(s), time_policy(s), _cost(s, axis),
+                     f"{accuracy(s):.2f}", band(s),
+                     f"{accuracy(s) - best_full:+.2f}" if not math.isnan(best_full) else "-",
+                     "★" if s is report.choice else ""])
+    return head, rows
+
+
+def time_policy(s: Summary) -> str:
+    """Workers, the budget and the time policy, as a table cell.
+
+    >>> from solver.offline.sim import Setting
+    >>> from types import SimpleNamespace
+    >>> time_policy(SimpleNamespace(setting=Setting(8, "majority", (), 8, 18000.0, 4, None, True)))
+    'W=8, 18000 s, retry=4 banking'
+    """
+    t = s.setting
+    budget = "no budget" if t.budget_s is None else f"{t.budget_s:g} s"
+    return f"W={t.workers}, {budget}" + (f", {t.policy_label.strip()}" if t.policy_label else "")
+
+
+def reference_rows(report: TuneReport) -> tuple[list[str], list[list[object]]]:
+    """Every repetition run (no stop) at each cap, and the Adaptive-Consistency settings on their frontier."""
+    head = ["reference", "N", "stop", "repetitions launched", "accuracy %", "5–95 %"]
+    rows: list[list[object]] = []
+    for s in sorted(report.full, key=lambda s: s.setting.reps):
+        rows.append(["every repetition", s.setting.reps, "none", f"{s.launched:.2f}", f"{accuracy(s):.2f}",
+                     band(s)])
+    for s in frontier(report.adaptive, "reps") if report.adaptive else []:
+        rows.append(["Adaptive-Consistency", s.setting.reps, stoppers_label(s), f"{s.launched:.2f}",
+                     f"{accuracy(s):.2f}", band(s)])
+    return head, rows
+
+
+def _cost(s: Summary, axis: Axis) -> str:
+    value = cost(s, axis)
+    return f"{value:.2f}" if axis == "reps" else f"{value:.0f}" if axis == "tokens" else f"{value:.1f}"
+
+
+def wrong_problems(report: TuneReport, limit: int = 40) -> tuple[list[str], list[list[object]]]:
+    """Problems the chosen setting gets right in under half of its trials, worst first: the reference, how often
+    the chosen setting and running every repetition answer right, and the recorded votes."""
+    sim = report.simulation
+    chosen = report.choice
+    full = next((s for s in sorted(report.full, key=lambda s: -s.setting.reps)
+                 if s.setting.voter == chosen.setting.voter), None)
+    head = ["problem", "reference", "P(right) chosen", "P(right) every repetition", "recorded votes"]
+    order = sorted(range(len(sim.prepared)), key=lambda i: (_nan_last(chosen.right_share[i]), sim.prepared[i].problem.id))
+    rows: list[list[object]] = []
+    for i in order:
+        share = chosen.right_share[i]
+        if math.isnan(share) or share >= 0.5:
+            continue
+        prep = sim.prepared[i]
+        ballots = prep.ballots[chosen.setting.voter]
+        counts: dict[str, int] = {}
+        for b in ballots:
+            if b is not None:
+                counts[b.answer] = counts.get(b.answer, 0) + 1
+        top = sorted(counts.items(), key=lambda kv: -kv[1])[:4]
+        votes = ", ".join(f"{a} ×{n}" for a, n in top)
+        missing = sum(b is None for b in ballots)
+        if missing:
+            votes = f"{votes}, no answer ×{missing}" if votes else f"no answer ×{missing}"
+        rows.append([prep.problem.id, prep.problem.answer, f"{share:.2f}",
+                     "-" if full is None else f"{full.right_share[i]:.2f}", votes])
+        if len(rows) >= limit:
+            break
+    return head, rows
+
+
+def _nan_last(value: float) -> float:
+    return 2.0 if math.isnan(value) else float(value)
+
+
+def markdown(report: TuneReport) -> str:
+    sim = report.simulation
+    req = sim.request
+    c = report.choice
+    k = c.problems
+    lines = [
+        "# Tuning: stopping rule × parameters × voter × repetitions", "",
+        f"Runs: {', '.join(str(p) for p in req.run_dirs)}; {sim.pools} problems recorded, "
+        f"{sim.recorded[0]}–{sim.recorded[1]} finished repetitions each; K = {k} problems per leaderboard run; "
+        f"{len(report.summaries)} settings × {req.trials} trials on common draws (seed {req.seed}, draw "
+        f"{req.draw}); timing: {timing_text(sim)}.",
+        "",
+        f"**Chosen** by the rule “{report.rule.text}”: **{c.setting.label}** — expected accuracy "
+        f"{accuracy(c):.2f} % ({c.mean:.2f} ± {c.std:.2f} of {k}; 5–95 % of leaderboard runs: {band(c)}), "
+        f"{c.launched:.2f} repetitions launched per problem"
+        + (f", {c.tokens:.0f} tokens, {c.seconds:.1f} s per problem, {c.total_seconds:.0f} s per run, "
+           f"{c.cut:.2f} problems cut by the budget per run" if not sim.zero_time else "") + ".",
+        "",
+    ]
+    if report.full:
+        widest = max(report.full, key=lambda s: s.setting.reps)
+        lines += [f"Against every repetition at N = {widest.setting.reps}: {accuracy(c) - accuracy(widest):+.2f} "
+                  f"points at {widest.launched / c.launched:.2f}× fewer repetitions.", ""]
+    for axis in report.frontiers:
+        head, rows = frontier_rows(report, axis)
+        lines += [f"## Frontier: {AXIS_LABELS[axis]}", "", markdown_table(head, rows), ""]
+        gap = report.adaptive_gap.get(axis)
+        if gap is not None:
+            verdict = "dominates" if gap >= 0 else "does not dominate"
+            lines += [f"The other rules' frontier {verdict} Adaptive-Consistency's: at Adaptive-Consistency's "
+                      f"frontier costs, the best other setting costing no more is {gap:+.2f} points from it at "
+                      "worst.", ""]
+    head, rows = reference_rows(report)
+    lines += ["## References", "", markdown_table(head, rows), ""]
+    if sim.zero_time:
+        lines += ["Recorded durations and token counts are zero (imported samples): only repetitions are a "
+                  "cost here.", ""]
+    lines += ["## Calibration", "", *calibration_lines(sim), ""]
+    head, rows = wrong_problems(report)
+    lines += ["## Problems the chosen setting gets wrong", "",
+              markdown_table(head, rows) if rows else "None: every problem is right in at least half the trials.",
+              ""]
+    return "\n".join(lines)
+
+
+def write_outputs(report: TuneReport, out: Path) -> list[Path]:
+    """Everything into ``out`` (each file replaced whole): tune.md, settings.csv, chosen.yaml, the plots and
+    report.html, which embeds the plots and tables in one file."""
+    import pandas as pd
+
+    from solver.offline.sim import plot_accuracy_vs_reps, plot_score_distributions
+    from solver.offline.tune.plots import plot_frontier
+
+    out.mkdir(parents=True, exist_ok=True)
+    rows = summary_rows(report.simulation)
+    for row, s in zip(rows, report.summaries):
+        for axis, front in report.frontiers.items():
+            row[f"frontier_{axis}"] = any(f is s for f in front)
+        row["chosen"] = s is report.choice
+    written = [_replace(out / "settings.csv", pd.DataFrame(rows).to_csv(index=False)),
+               _replace(out / "tune.md", markdown(report)),
+               write_config(report, out / "chosen.yaml")]
+    summaries = report.summaries
+    plot_frontier(summaries, report.frontiers, report.full, report.adaptive, report.choice, out / PLOTS[0])
+    plot_accuracy_vs_reps(_line_settings(report), out / PLOTS[1])
+    plot_score_distributions(_histogram_settings(report), out / PLOTS[2])
+    written += [out / name for name in PLOTS]
+    written.append(_replace(out / "report.html", render(page(report, out))))
+    return written
+
+
+def page(report: TuneReport, out: Path) -> Page:
+    """The HTML report's content: the pick, the plots (already written in ``out``), the frontier and reference
+    tables, the calibration check and the wrong problems' votes."""
+    sim = report.simulation
+    c = report.choice
+    intro = [
+        f"{sim.pools} recorded problems, {sim.recorded[0]}–{sim.recorded[1]} finished repetitions each; "
+        f"{c.problems} problems per leaderboard run; {len(report.summaries)} settings × {sim.request.trials} "
+        "trials on common draws.",
+        f"Chosen by the rule “{report.rule.text}”: {c.setting.label}, expected accuracy {accuracy(c):.2f} % "
+        f"(5–95 %: {band(c)}), {c.launched:.2f} repetitions launched per problem.",
+    ]
+    sections = [Section("Choice", intro, [
+        Preformatted("chosen.yaml, beside this file: solver solve DATA --config chosen.yaml", config_text(report)),
+        Image("Cost against expected accuracy: the frontier, the references and the chosen setting",
+              out / PLOTS[0])])]
+    for axis in report.frontiers:
+        head, rows = frontier_rows(report, axis)
+        gap = report.adaptive_gap.get(axis)
+        text = [] if gap is None else [f"At Adaptive-Consistency's frontier costs, the best other setting costing "
+                                       f"no more is {gap:+.2f} points from it at worst (>= 0: dominates)."]
+        sections.append(Section(f"Frontier: {AXIS_LABELS[axis]}", text, [Table("Pareto frontier", head, rows)]))
+    head, rows = reference_rows(report)
+    sections.append(Section("Accuracy against repetitions", [], [
+        Image("Accuracy against repetitions launched, 5–95 % bands", out / PLOTS[1]),
+        Table("References", head, rows)]))
+    sections.append(Section("Score distributions", [], [
+        Image("Problems right per leaderboard run, zoomed to the scores that occur", out / PLOTS[2])]))
+    sections.append(Section("Calibration", [line.lstrip("- ").replace("**", "")
+                                            for line in calibration_lines(sim) if line]))
+    head, rows = wrong_problems(report)
+    sections.append(Section("Problems the chosen setting gets wrong",
+                            [] if rows else ["None: every problem is right in at least half the trials."],
+                            [Table("Recorded votes of problems right in under half the trials", head, rows)]
+                            if rows else []))
+    return Page("Tuning report", sections)
+
+
+def _line_settings(report: TuneReport) -> list[Summary]:
+    """For accuracy vs repetitions: running every repetition, Adaptive-Consistency at 0.95 and the chosen
+    setting's policy, each across the caps searched."""
+    chosen = report.choice.setting
+    keep = [(), ("beta:0.95",), chosen.stoppers]
+    return [s for s in report.summaries if s.setting.stoppers in keep and s.setting.voter == chosen.voter
+            and s.setting.workers == chosen.workers and s.setting.budget_s == chosen.budget_s]
+
+
+def _histogram_settings(report: TuneReport) -> list[Summary]:
+    picked: list[Summary] = [report.choice]
+    widest = max(report.full, key=lambda s: s.setting.reps, default=None)
+    if widest is not None:
+        picked.append(widest)
+    for s in report.frontiers.get("reps", []):
+        if len(picked) >= HISTOGRAMS_MAX:
+            break
+        if all(s is not p for p in picked):
+            picked.append(s)
+    return sorted(picked, key=lambda s: s.launched)
+
+
+def _replace(path: Path, text: str) -> Path:
+    atomic_write(path, text)
+    return path
