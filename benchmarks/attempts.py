@@ -34,8 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from solver.dialects.base import TurnOutput
-from solver.dialects.output import OutputStyle, execution_from_shown
+from solver.dialects import TurnOutput
+from solver.dialects import OutputStyle, execution_from_shown
 from solver.recordings import Attempt
 from solver.types import Execution, GenerationRequest, Problem
 from workload import TracedEngine, make_script
@@ -148,7 +148,7 @@ class Script:
     """The scripted endings of replayed requests, in harmony token ids."""
 
     def __init__(self) -> None:
-        from solver.dialects.harmony import load_encoding
+        from solver.dialects import load_encoding
 
         self.encoding = load_encoding()
         self.traced = make_script("harmony", None)  # the trace workload's plain words, for the real tokens
@@ -169,7 +169,7 @@ def recorded_code(attempt: Attempt, script: Script) -> list[str | None]:
     """Per request, the code of the python call it ends in (None: no call to python)."""
     from openai_harmony import HarmonyError, Role
 
-    from solver.dialects.harmony import message_text
+    from solver.dialects import message_text
 
     out: list[str | None] = []
     for request in attempt.requests:

@@ -132,7 +132,7 @@ def free_ports(count: int) -> int:
 
 async def run_load(config: Config, urls: Sequence[str], requests: int, concurrency: int, max_tokens: int,
                    duration_s: float) -> list[EndpointStats]:
-    from solver.engines.openai.engine import open_openai_engine
+    from solver.engines.openai import open_openai_engine
     from solver.types import GenerationRequest
 
     engines = [await open_openai_engine(config.replace({"engine.endpoints": [url]})) for url in urls]

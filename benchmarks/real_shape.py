@@ -184,7 +184,7 @@ async def engine_only(key: str, llm: Any, config: Config, problems: list[list[Re
 async def pipeline(key: str, engine: Any, sandbox: Any, config: Config, problems: list[list[Replay]], script: Script,
                    read: Any) -> Result:
     """(b1) or (s): ``ProblemSolver`` over the replays, one problem after another."""
-    from solver.dialects.output import OutputStyle
+    from solver.dialects import OutputStyle
     from solver.loop.problem import ProblemSolver
 
     timeline = Timeline()

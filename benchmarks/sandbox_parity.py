@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from solver.config import SandboxConfig, load_config  # noqa: E402 - after the path set-up above
-from solver.dialects.output import OutputStyle, describe_execution  # noqa: E402
+from solver.dialects import OutputStyle, describe_execution  # noqa: E402
 from solver.recordings import Attempt, read_attempts  # noqa: E402
 from solver.sandbox.pool import ProcessPoolSandbox  # noqa: E402
 
@@ -89,7 +89,7 @@ def attempt_calls(attempt: Attempt) -> list[Call]:
     python, as the harness read it with openai_harmony) and the tool message recorded after it."""
     from openai_harmony import HarmonyError, Role
 
-    from solver.dialects.harmony import load_encoding
+    from solver.dialects import load_encoding
 
     encoding = load_encoding()
     calls = []

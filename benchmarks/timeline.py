@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from solver.engines.vllm_metrics import Polling, Reading, Usage, fold
+from solver.engines.vllm_metrics import Polling, UsageReading, Usage, fold
 from solver.types import Delta, GenerationRequest
 
 # vLLM's prefix-cache counters (tokens queried, tokens found), in vLLM 0.26 to 0.33; a server's page names
@@ -105,12 +105,12 @@ class Sample:
     """One poll of an engine's metrics, ``t`` seconds from the sampler's start."""
 
     t: float
-    reading: Reading
+    reading: UsageReading
     prefix_queries: float
     prefix_hits: float
 
 
-def in_process_sample() -> tuple[Reading, float, float]:
+def in_process_sample() -> tuple[UsageReading, float, float]:
     """vLLM's metrics in this process (``vllm_compat.metrics_snapshot``)."""
     from solver.engines.vllm_compat import metrics_snapshot
     from solver.engines.vllm_metrics import reading
@@ -121,21 +121,21 @@ def in_process_sample() -> tuple[Reading, float, float]:
     return reading(metrics), queries, hits
 
 
-def page_sample(page: str) -> tuple[Reading, float, float]:
+def page_sample(page: str) -> tuple[UsageReading, float, float]:
     """The same from a server's ``/metrics`` page (Prometheus text).
 
     >>> page = ('vllm:kv_cache_usage_perc{e="0"} 0.25\\nvllm:num_preemptions_total{e="0"} 3.0\\n'
     ...         'vllm:num_requests_running{e="0"} 8.0\\nvllm:prefix_cache_queries_total{e="0"} 1000.0\\n'
     ...         'vllm:prefix_cache_hits_total{e="0"} 750.0')
     >>> page_sample(page)
-    (Reading(kv_usage=0.25, preemptions=3, running=8, waiting=0), 1000.0, 750.0)
+    (UsageReading(kv_usage=0.25, preemptions=3, running=8, waiting=0), 1000.0, 750.0)
     """
-    from solver.engines.openai.endpoints import parse_metric
+    from solver.engines.openai import parse_metric
 
     def value(name: str) -> float:
         return parse_metric(page, name) or 0.0
 
-    return (Reading(value("vllm:kv_cache_usage_perc"), int(value("vllm:num_preemptions_total")),
+    return (UsageReading(value("vllm:kv_cache_usage_perc"), int(value("vllm:num_preemptions_total")),
                     int(value("vllm:num_requests_running")), int(value("vllm:num_requests_waiting"))),
             value(PREFIX_QUERIES + "_total"), value(PREFIX_HITS + "_total"))
 
@@ -149,7 +149,7 @@ class ServerMetrics:
         self.url = url
         self.client = httpx.AsyncClient(timeout=5.0)
 
-    async def __call__(self) -> tuple[Reading, float, float]:
+    async def __call__(self) -> tuple[UsageReading, float, float]:
         response = await self.client.get(self.url + "/metrics")
         response.raise_for_status()
         return page_sample(response.text)
@@ -167,7 +167,7 @@ class Sampler(Polling[Sample]):
         sampler.usage, sampler.prefix_hit_rate, sampler.series()
     """
 
-    def __init__(self, read: Callable[[], Awaitable[tuple[Reading, float, float]]], interval_s: float = 0.25) -> None:
+    def __init__(self, read: Callable[[], Awaitable[tuple[UsageReading, float, float]]], interval_s: float = 0.25) -> None:
         async def poll() -> Sample:
             reading, queries, hits = await read()
             return Sample(time.perf_counter() - self.t0, reading, queries, hits)
@@ -188,7 +188,7 @@ class Sampler(Polling[Sample]):
         """Prefix-cache hits over queries (tokens) during the run, from the engine's own counters.
 
         >>> s = Sampler(None)
-        >>> s.samples = [Sample(0, Reading(0, 0, 0, 0), 100, 50), Sample(1, Reading(0, 0, 0, 0), 300, 150)]
+        >>> s.samples = [Sample(0, UsageReading(0, 0, 0, 0), 100, 50), Sample(1, UsageReading(0, 0, 0, 0), 300, 150)]
         >>> s.prefix_hit_rate
         0.5
         """
@@ -204,5 +204,5 @@ class Sampler(Polling[Sample]):
                 for s in self.samples]
 
 
-async def in_process_reader() -> tuple[Reading, float, float]:
+async def in_process_reader() -> tuple[UsageReading, float, float]:
     return in_process_sample()

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from solver.dialects.fences import CODE_STOP
+from solver.dialects import CODE_STOP
 from solver.types import Delta, Engine, GenerationRequest
 
 
@@ -164,7 +164,7 @@ class Script:
 def make_script(dialect: str, tokenizer) -> Script:
     """The script for the dialect in use: fences through the model's tokenizer, harmony through its library."""
     if dialect == "harmony":
-        from solver.dialects.harmony import load_encoding
+        from solver.dialects import load_encoding
 
         enc = load_encoding()
         return Script("harmony", lambda t: list(enc.encode(t, allowed_special="all")), lambda ids: enc.decode(ids),

@@ -40,7 +40,7 @@ def attempt_answers(path: Path) -> tuple[dict[str, list[list[str]]], dict[str, s
     from solver.config import AnswerConfig
     from openai_harmony import Role
 
-    from solver.dialects.harmony import load_encoding, message_text
+    from solver.dialects import load_encoding, message_text
     from solver.recordings import read_attempts
 
     rules, enc = AnswerConfig(), load_encoding()

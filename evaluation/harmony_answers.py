@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     from solver.core.answers import code_answer, extract_answers, is_correct
     from solver.core.voting import make_voter, text_answer
     from solver.dialects import TurnOutput, make_dialect
-    from solver.dialects.output import OutputStyle, execution_from_shown
+    from solver.dialects import OutputStyle, execution_from_shown
     from solver.recordings import read_attempts
     from solver.types import Answer, Ballot, Problem, Repetition
 

@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
     from solver.config import load_config
     from solver.core.voting import text_answer
-    from solver.dialects.output import OutputStyle, describe_execution
+    from solver.dialects import OutputStyle, describe_execution
     from solver.runlog import read_log
 
     style = OutputStyle.from_config(load_config(args.preset).prompt)

@@ -1,6 +1,8 @@
 """The layout's rules, read from the source: no import cycles between modules or between folders, the pure core
 imports no I/O of the solver, offline analysis never depends on the CLI, commands are imported by the CLI alone,
-and the sandbox worker imports nothing of the solver."""
+the sandbox worker imports nothing of the solver, a package with a face (an ``__init__`` that names what
+outsiders may use in ``__all__``) is imported through it, the top level stays small, no test double lives in
+production, and no two classes share a name."""
 
 from __future__ import annotations
 
@@ -106,3 +108,77 @@ def test_commands_are_imported_by_the_cli_alone():
 def test_the_sandbox_worker_imports_nothing_of_the_solver():
     worker = [n for n in MODULES if n.startswith("solver.sandbox.worker")]
     assert worker and all(t.startswith("solver.sandbox.worker") for n in worker for t in GRAPH[n])
+
+
+# -- faces --------------------------------------------------------------------------------------------------------
+
+def exported(init: Path) -> list[str] | None:
+    """The names an ``__init__`` lists in ``__all__``, or None when it lists none (a package without a face)."""
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return [ast.literal_eval(e) for e in node.value.elts]  # type: ignore[attr-defined]
+    return None
+
+
+FACES = {module_name(p): names for p in PACKAGE.rglob("__init__.py") if (names := exported(p)) is not None}
+# Production code beside the package: it uses the faces as any outsider would. (Tests may open a package to test
+# a module's own functions.)
+OUTSIDERS = [p for d in ("solver", "benchmarks", "evaluation", "scripts", "kaggle") for p in (ROOT / d).rglob("*.py")
+             if "kaggle_evaluation" not in p.parts]
+
+
+def test_the_offline_packages_and_the_config_have_faces():
+    assert {"solver.recordings", "solver.offline.sim", "solver.offline.sweep", "solver.offline.tune",
+            "solver.config", "solver.models"} <= set(FACES)
+
+
+@pytest.mark.parametrize("face", sorted(FACES))
+def test_a_face_exports_only_names_it_binds_and_hands_on_what_it_imports_from_its_package(face):
+    tree = ast.parse(MODULES[face].read_text())
+    handed_on = {a.asname or a.name for node in tree.body if isinstance(node, ast.ImportFrom)
+                 and (node.module or "").startswith(face + ".") for a in node.names}
+    defined = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    defined |= {t.id for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)}
+    imported = {a.asname or a.name for node in tree.body if isinstance(node, ast.ImportFrom) for a in node.names}
+    assert set(FACES[face]) <= imported | defined
+    assert handed_on <= set(FACES[face])
+
+
+def test_outside_code_imports_a_package_through_its_face():
+    offenders = []
+    for path in OUTSIDERS:
+        here = module_name(path) if path.is_relative_to(PACKAGE) else ""
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = ([node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else
+                       [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            for target in targets:
+                for face in FACES:
+                    behind = target.startswith(face + ".")
+                    inside = here == face or here.startswith(face + ".")
+                    if behind and not inside:
+                        offenders.append(f"{path.relative_to(ROOT)}: {target}")
+    assert offenders == []
+
+
+# -- the top level, doubles, names --------------------------------------------------------------------------------
+
+def test_the_top_level_holds_at_most_eight_modules():
+    assert len(list(PACKAGE.glob("*.py"))) <= 8
+
+
+def _classes() -> list[tuple[str, str]]:
+    return [(node.name, name) for name, path in MODULES.items() for node in ast.parse(path.read_text()).body
+            if isinstance(node, ast.ClassDef)]
+
+
+def test_no_test_double_lives_in_production():
+    doubles = [(c, m) for c, m in _classes() if c.startswith(("Fake", "Scripted", "Stub", "Mock", "Dummy"))]
+    assert doubles == []
+
+
+def test_no_two_classes_share_a_name():
+    seen: dict[str, list[str]] = {}
+    for cls, module in _classes():
+        seen.setdefault(cls, []).append(module)
+    assert {c: ms for c, ms in seen.items() if len(ms) > 1} == {}

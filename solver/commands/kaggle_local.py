@@ -42,10 +42,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     from solver.config import ConfigError
     from solver.datasets import load_problems
-    from solver.kaggle.competition import competition
-    from solver.kaggle.predictor import KagglePredictor
-    from solver.kaggle.rehearsal import rehearse, report_markdown, run_gateway
-    from solver.kaggle.serve import find_server
+    from solver.kaggle import competition
+    from solver.kaggle import KagglePredictor
+    from solver.kaggle import rehearse, report_markdown, run_gateway
+    from solver.kaggle import find_server
 
     out = args.out or Path("runs") / time.strftime("kaggle-local-%Y%m%d-%H%M%S")
     if args.time_limit is not None and args.time_limit <= 0:

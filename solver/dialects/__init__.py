@@ -1,6 +1,8 @@
-"""Conversation formats, chosen by name (``prompt.dialect``): ``fences``, ``harmony``, ``hermes``.
+"""Conversation formats, chosen by name (``prompt.dialect``): ``fences``, ``harmony``, ``hermes``; how a code run
+is shown to the model (``output``); the prompt templates (``prompts``).
 
-Each is imported only when chosen, so a fences run never imports openai_harmony."""
+openai_harmony is imported only where harmony is used, so a fences run never imports it. Outsiders import from
+here; the modules behind it are this package's own."""
 
 from __future__ import annotations
 
@@ -8,10 +10,15 @@ import importlib
 
 from solver.config import Config, ConfigError
 from solver.dialects.base import Dialect, Dialogue, Prompt, Reading, Stops, TurnOutput
+from solver.dialects.fences import CODE_STOP
+from solver.dialects.harmony import load_encoding, message_text
+from solver.dialects.output import OutputStyle, describe_execution, execution_from_shown
+from solver.dialects.prompts import PromptTemplate
 from solver.types import Tokenizer
 
-__all__ = ["Dialect", "Dialogue", "Prompt", "Reading", "Stops", "TurnOutput", "make_dialect", "check_dialect",
-           "DIALECTS"]
+__all__ = ["CODE_STOP", "DIALECTS", "Dialect", "Dialogue", "OutputStyle", "Prompt", "PromptTemplate", "Reading",
+           "Stops", "TurnOutput", "check_dialect", "describe_execution", "execution_from_shown", "load_encoding",
+           "make_dialect", "message_text"]
 
 # name -> "module:factory(config, tokenizer) -> Dialect"
 DIALECTS: dict[str, str] = {

@@ -8,7 +8,8 @@ Importing this package starts nothing; the names the notebook uses are re-export
 
 from solver.kaggle.competition import COMPETITIONS, Competition, competition, competition_config
 from solver.kaggle.predictor import CallRecord, KagglePredictor, process_start
+from solver.kaggle.rehearsal import rehearse, report_markdown, run_gateway
 from solver.kaggle.serve import endpoint, find_server, serve
 
 __all__ = ["COMPETITIONS", "CallRecord", "Competition", "KagglePredictor", "competition", "competition_config",
-           "endpoint", "find_server", "process_start", "serve"]
+           "endpoint", "find_server", "process_start", "rehearse", "report_markdown", "run_gateway", "serve"]

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from solver.config import Config
 from solver.core.answers import code_answer, extract_answers
 from solver.core.confidence import ConfidenceWindow
-from solver.dialects.base import Dialect, Dialogue, TurnOutput
+from solver.dialects import Dialect, Dialogue, TurnOutput
 from solver.sandbox.pool import compose_program
 from solver.types import (
     Answer,

@@ -40,7 +40,7 @@ def check_runnable(config: Config) -> None:
     """
     from solver.core.state import Rules
     from solver.dialects import check_dialect
-    from solver.dialects.prompts import PromptTemplate
+    from solver.dialects import PromptTemplate
     from solver.engines import factory_path
     from solver.models import resolve_model
 

@@ -5,7 +5,8 @@ random-weight models that real-engine tests and benchmarks run on a CPU (``tiny_
 Outsiders import from here; the modules behind it are this package's own.
 """
 
-from solver.models.resolve import ModelError, cache_dir, resolve_model
+from solver.models.cache import ModelError, cache_dir
+from solver.models.resolve import resolve_model
 from solver.models.tiny import ensure_tiny_model, tiny_model_dir
 from solver.models.tiny_harmony import ensure_tiny_harmony_model, tiny_harmony_dir
 

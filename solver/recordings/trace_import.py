@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from solver.config import Config
 from solver.core.answers import voting_answers
 from solver.dialects import make_dialect
-from solver.dialects.output import OutputStyle, execution_from_shown
+from solver.dialects import OutputStyle, execution_from_shown
 from solver.engines.replay import Key, RecordedOutputs, mark_served, recorded_deltas
 from solver.loop.repetition import run_repetition
 from solver.recordings.traces import Attempt

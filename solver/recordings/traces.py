@@ -122,7 +122,7 @@ def split_completion(ids: Sequence[int], decode: Any, assistant: int) -> tuple[T
     """Cut a completion into requests. ``decode`` turns ids into text (the harmony encoding's); ``assistant``
     is the id of the word ``assistant`` after ``<|start|>``.
 
-    >>> from solver.dialects.harmony import load_encoding
+    >>> from solver.dialects import load_encoding
     >>> enc = load_encoding()
     >>> ids = enc.encode("<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>analysis to=python "
     ...                  "code<|message|>1+1<|call|><|start|>python to=assistant<|channel|>analysis<|message|>2\\n"
@@ -216,7 +216,7 @@ def attempt_from_record(record: dict[str, Any], where: str, decode: Any, assista
 
 def read_attempts(path: Path) -> list[Attempt]:
     """Every attempt in a trace file, in file order."""
-    from solver.dialects.harmony import load_encoding
+    from solver.dialects import load_encoding
 
     enc = load_encoding()
     assistant = enc.encode("assistant", allowed_special="all")[0]
