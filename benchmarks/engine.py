@@ -39,10 +39,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
 
-from solver.config import parse_overrides
-from solver.config import Config, load_config
+from solver.config import Config, load_config, parse_overrides
 from solver.datasets import load_problems
 from solver.dialects import TurnOutput, make_dialect
+from solver.files import atomic_write
 from solver.loop.repetition import repetition_seed
 from solver.types import GenerationRequest, Problem
 from workload import Profile, RepetitionPlan, TracedEngine, code_floor, make_plans, make_script
@@ -507,9 +507,7 @@ def main(argv: list[str] | None = None) -> int:
                   "dialect": config.prompt.dialect, "logprobs": config.sampling.logprobs,
                   "contenders": [{k: v for k, v in asdict(m).items() if k != "lengths"} | {"tokens_per_s": m.tps}
                                  for m in measures], "ratios": ratios, "code_floor": floors}
-        tmp = args.json.with_suffix(args.json.suffix + ".tmp")
-        tmp.write_text(json.dumps(record, indent=2))
-        tmp.replace(args.json)  # never half-written
+        atomic_write(args.json, json.dumps(record, indent=2))
     return 0
 
 

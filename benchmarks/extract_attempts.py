@@ -24,11 +24,12 @@ from pathlib import Path
 
 from attempts import PlanError, choose
 
+from solver.files import atomic_write
 from solver.recordings import TraceError, json_lines, read_attempts
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = ROOT.parent / "shared" / "data" / "replay" / "gptoss120b_aimo3_dev.jsonl.xz"
-_OPENERS = {".xz": lzma.open, ".gz": gzip.open, ".bz2": bz2.open}
+_COMPRESSORS = {".xz": lzma.compress, ".gz": gzip.compress, ".bz2": bz2.compress}
 
 
 def inside(path: Path, folder: Path) -> bool:
@@ -75,10 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     records = [record for _, record in json_lines(args.source)]
     lines = [json.dumps(records[p]) + "\n" for positions in chosen.values() for p in positions]
-    tmp = out.with_name(out.name + ".tmp")
-    with _OPENERS.get(out.suffix, open)(tmp, "wt", encoding="utf-8") as handle:
-        handle.writelines(lines)
-    tmp.replace(out)  # never half-written
+    data = "".join(lines).encode("utf-8")
+    atomic_write(out, _COMPRESSORS.get(out.suffix, bytes)(data))  # never half-written
     print(f"{out}: {len(lines)} attempts of {len(chosen)} problems ({', '.join(chosen)}), "
           f"{out.stat().st_size / 1e6:.1f} MB")
     return 0

@@ -33,6 +33,7 @@ from typing import Any
 from timeline import Sampler, in_process_reader
 
 from solver.config import Config, ConfigError, load_config
+from solver.files import atomic_write
 
 PROBES = ("resent", "turns")
 LOW_ID, HIGH_ID = 1000, 30000  # prompt ids drawn here: ordinary tokens in every vocabulary these models have
@@ -236,9 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     out = asyncio.run(run(args.config, args))
     if args.json is not None:
         out["argv"] = sys.argv[1:] if argv is None else argv
-        tmp = args.json.with_suffix(args.json.suffix + ".tmp")
-        tmp.write_text(json.dumps(out, indent=1))
-        tmp.replace(args.json)  # never half-written
+        atomic_write(args.json, json.dumps(out, indent=1))
     return 0
 
 

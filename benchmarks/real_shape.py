@@ -43,6 +43,7 @@ from timeline import RequestRecord, Sampler, ServerMetrics, Timeline, TimedEngin
 
 from solver.config import Config, ConfigError, from_dict, load_config
 from solver.engines.vllm_metrics import Usage
+from solver.files import atomic_write
 from solver.types import GenerationRequest
 
 CONTENDERS = ("a", "t", "b1", "s")
@@ -478,9 +479,7 @@ def main(argv: list[str] | None = None) -> int:
                             "series": {"columns": ["t", "running", "waiting", "kv_usage"], "rows": r.series}}
                            for r in results],
             "ratios": found, "identical_work": not identical_work(results, problems)}
-        tmp = args.json.with_suffix(args.json.suffix + ".tmp")
-        tmp.write_text(json.dumps(record, indent=1))
-        tmp.replace(args.json)  # never half-written
+        atomic_write(args.json, json.dumps(record, indent=1))
     return 0
 
 

@@ -30,6 +30,8 @@ import json
 import sys
 from pathlib import Path
 
+from solver.files import atomic_write
+
 ROOT = Path(__file__).resolve().parents[1]
 ATTEMPTS = ROOT.parent / "shared" / "data" / "replay" / "gptoss120b_aimo3_dev.jsonl.xz"
 POT = ROOT / "benchmarks" / "data" / "pot_aqua_dev.jsonl.gz"
@@ -102,9 +104,7 @@ def pot_answers(path: Path, outputs_path: Path) -> tuple[dict[str, list[list[str
         outputs = json.loads(outputs_path.read_text())
     else:
         outputs = asyncio.run(_run_programs(programs))
-        tmp = outputs_path.with_suffix(".partial")
-        tmp.write_text(json.dumps(outputs))
-        tmp.replace(outputs_path)
+        atomic_write(outputs_path, json.dumps(outputs))
     found: dict[str, list[list[str]]] = {}
     texts: dict[str, str] = {}
     for key, program in programs.items():
@@ -134,9 +134,7 @@ def main() -> int:
     attempts, attempt_texts = attempt_answers(args.attempts)
     pot, pot_texts = pot_answers(args.pot, args.pot_outputs)
     found, texts = {**attempts, **pot}, {**attempt_texts, **pot_texts}
-    tmp = args.out.with_suffix(".partial")
-    tmp.write_text(json.dumps(found, indent=0))
-    tmp.replace(args.out)
+    atomic_write(args.out, json.dumps(found, indent=0))
     with_answer = sum(bool(v) for v in found.values())
     import solver
 

@@ -1,9 +1,13 @@
-"""Writing a file so that a crash leaves the old one or the new one, never a part: the one atomic write."""
+"""Writing so that a crash leaves the old state or the new one, never a part: the one atomic write of a file, and
+the one staged build of a directory."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -45,3 +49,28 @@ def fsync_dir(path: Path) -> None:
         pass  # some file systems refuse fsync on directories
     finally:
         os.close(fd)
+
+
+@contextmanager
+def staged_dir(target: Path, *, replace: bool = False) -> Iterator[Path]:
+    """Build a directory at the path this yields (beside ``target``, not yet created), then rename it into place
+    when the block ends without an error: ``target`` appears whole or not at all, and the staging is removed
+    whatever happens. ``replace``: an existing ``target`` is removed first (a rebuilt cache); otherwise an existing
+    one makes the rename fail with ``OSError``.
+
+    >>> import tempfile
+    >>> root = Path(tempfile.mkdtemp())
+    >>> with staged_dir(root / "model") as staging:
+    ...     staging.mkdir(); _ = (staging / "config.json").write_text("{}")
+    >>> sorted(p.name for p in root.iterdir()), (root / "model" / "config.json").is_file()
+    (['model'], True)
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{target.name}.") as tmp:
+        staging = Path(tmp) / target.name
+        yield staging
+        if replace and target.exists():
+            shutil.rmtree(target)
+        os.rename(staging, target)
+    fsync_dir(target.parent)

@@ -220,10 +220,10 @@ def test_re_sent_contexts_on_a_hybrid_model_are_all_or_nothing_when_every_window
     (``prefix_cache_retention_interval`` null, vLLM 0.26's default), 8 re-sent prompts of 2,048 tokens stay cached
     but 8 of 3,072 (24,576 tokens, two thirds of the pool) lose everything, each sequence; with window blocks
     hashed only at prompt boundaries (0, 0.32's default) the 3,072-token prompts stay cached."""
-    from tiny_hybrid import ensure_tiny_hybrid
+    from solver.models import ensure_tiny_hybrid_model
 
     common = ["benchmarks/probes.py", "--probes", "resent", "--seqs", "8", "--contexts", "2048,3072", "--decode", "8",
-              "--set", f"engine.model={ensure_tiny_hybrid()}", "--set", "engine.args.skip_tokenizer_init=true",
+              "--set", f"engine.model={ensure_tiny_hybrid_model()}", "--set", "engine.args.skip_tokenizer_init=true",
               "--set", "engine.args.max_model_len=8192", "--set", "engine.args.num_gpu_blocks_override=1200"]
     found = {}
     for retention in ("null", "0"):

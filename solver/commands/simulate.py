@@ -3,87 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-from pathlib import Path
 
-from solver.commands.common import add_cluster_arguments, cluster_spec
-from solver.config import parse_overrides
-
-
-def int_list(text: str) -> tuple[int, ...]:
-    """``"8,16,32"`` -> (8, 16, 32), for argparse (``solver tune`` reads its lists the same way)."""
-    try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got {text!r}") from None
-    if not values:
-        raise argparse.ArgumentTypeError("expected at least one number")
-    return values
-
-
-def budget_value(text: str) -> float | None:
-    """``--budget`` values: seconds, or ``none`` for no budget.
-
-    >>> budget_value("18000"), budget_value("none")
-    (18000.0, None)
-    """
-    if text.strip().lower() == "none":
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds or none, got {text!r}") from None
-
-
-def clamp_value(text: str) -> tuple[float, float]:
-    """``--clamp MIN:MAX`` seconds, e.g. ``300:900``.
-
-    >>> clamp_value("300:900")
-    (300.0, 900.0)
-    """
-    low, sep, high = text.partition(":")
-    try:
-        if not sep:
-            raise ValueError
-        return float(low), float(high)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected MIN:MAX seconds, e.g. 300:900, got {text!r}") from None
-
-
-def switch_value(text: str) -> bool:
-    """``on`` / ``off``."""
-    if text not in ("on", "off"):
-        raise argparse.ArgumentTypeError(f"expected on or off, got {text!r}")
-    return text == "on"
-
-
-def add_policy_arguments(parser: argparse.ArgumentParser) -> None:
-    """The time policy and the engine model, shared by simulate and tune."""
-    parser.add_argument("--budget", type=budget_value, action="append", default=[], metavar="SECONDS",
-                        help="total time for the K problems, or none (repeat for several; default: the runs' "
-                             "budget.total_s)")
-    parser.add_argument("--retry", type=int_list, default=(), metavar="R,...",
-                        help="a second round of R repetitions when a problem's round ends with no answer agreed "
-                             "by solve.retry_below (0 = none; default: the runs' solve.retry_reps)")
-    parser.add_argument("--clamp", type=clamp_value, action="append", default=[], metavar="MIN:MAX",
-                        help="the budget's per-problem floor and cap in seconds (repeat; default: the runs' "
-                             "budget.min_s and max_s)")
-    parser.add_argument("--banking", type=switch_value, action="append", default=[], metavar="on|off",
-                        help="time banking: a problem may go past the cap by what earlier ones left (repeat for "
-                             "both; default: the runs' budget.banking)")
-    parser.add_argument("--time-model", default=None, metavar="NAME|FILE|none",
-                        help="the engine time model attempts are timed with (solver/timing/data, e.g. "
-                             "h100-gptoss, or a .yaml); none = recorded durations (default: the runs' "
-                             "engine.time_model)")
-
-
-def policy_fields(args: argparse.Namespace) -> dict[str, object]:
-    """The request fields ``add_policy_arguments`` gives."""
-    none = args.time_model is not None and args.time_model.strip().lower() == "none"
-    return {"budgets": tuple(args.budget), "retries": args.retry, "clamps": tuple(args.clamp) or (None,),
-            "banking": tuple(args.banking), "time_model": None if none else args.time_model,
-            "recorded_time": none}
+from solver.commands.grid import add_grid_arguments, grid_request, int_list, play_grid
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -94,80 +16,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                     "repetitions launched and finished, tokens and seconds per problem, the run's time and the "
                     "problems its budget cut, timing attempts on an engine time model where one is named. "
                     "Writes summary.csv, scores.csv, report.md and PNG plots into --out.")
-    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories to pool")
-    parser.add_argument("--out", type=Path, required=True, help="directory for the outputs")
-    parser.add_argument("--reps", type=int_list, default=(), help="repetitions per problem, e.g. 8,16,32")
-    parser.add_argument("--voter", action="append", default=[], help="voter name (repeat for several)")
-    parser.add_argument("--stopper", action="append", default=[],
-                        help="a stopper set, comma separated, e.g. beta,esc:5; 'none' = run every repetition "
-                             "(repeat for several)")
-    parser.add_argument("--workers", type=int_list, default=(),
-                        help="repetitions in flight, e.g. 8,16 (auto, the engine's batch up to N: --set "
-                             "solve.workers=0)")
-    add_policy_arguments(parser)
-    parser.add_argument("--problems", type=int, default=None, metavar="K",
-                        help="problems per leaderboard run (default: budget.problems under a budget, else every "
-                             "recorded problem)")
-    parser.add_argument("--trials", type=int, default=500, help="simulated leaderboard runs per setting")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--draw", choices=("auto", "bootstrap", "subset"), default="auto",
-                        help="repetitions drawn without replacement where a problem has enough (auto), always with "
-                             "replacement (bootstrap) or always without (subset)")
-    parser.add_argument("--tokens-per-s", type=float, default=None,
-                        help="time repetitions as tokens / rate plus code time instead of recorded durations")
+    add_grid_arguments(parser, trials=500, defaults={"reps": ", e.g. 8,16,32 (default: the runs' solve.reps)",
+                                                     "voter": "; default: the runs' vote.voter",
+                                                     "stopper": "; default: the runs' stop.stoppers",
+                                                     "workers": " (default: the runs' solve.workers)"})
     parser.add_argument("--at-least", type=int_list, default=(), metavar="X,...",
                         help="scores to report P(score >= X) for (default: quartiles of the scores)")
     parser.add_argument("--calibration-reps", type=int, default=None, metavar="N",
                         help="repetitions for the calibration check (default: the smallest that fits; 0 = skip)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a key of the runs' config, e.g. --set budget.reserve_s=0 (value parsed as YAML)")
-    parser.add_argument("--jobs", type=int, default=None,
-                        help="parallel processes (default: usable cores, at most 4; with --cluster, its CPUs)")
-    add_cluster_arguments(parser, engines=False)
     parser.set_defaults(func=run)
 
 
-def stopper_sets(items: list[str]) -> tuple[tuple[str, ...], ...]:
-    """Repeated ``--stopper`` values: each a comma-separated set, ``none`` for the empty one.
-
-    >>> stopper_sets(["none", "beta, esc:5"])
-    ((), ('beta', 'esc:5'))
-    """
-    return tuple(() if s.strip() == "none" else tuple(x.strip() for x in s.split(",") if x.strip()) for s in items)
-
-
-def default_jobs() -> int:
-    """Parallel processes without --jobs or --cluster: the usable cores, at most 4."""
-    return max(1, min(4, len(os.sched_getaffinity(0))))
-
-
 def run(args: argparse.Namespace) -> int:
-    from dataclasses import replace
+    from solver.offline.sim import simulate_pools, write_outputs
 
-    from solver.commands.cluster import offline_on_cluster
-    from solver.offline.sim import SimulationReport, SimulationRequest, load, simulate, simulate_pools, validate
-    from solver.offline.sim import write_outputs
-
-    overrides = tuple(parse_overrides(args.overrides).items())
-    cluster = cluster_spec(args)
-    stoppers = stopper_sets(args.stopper)
-    jobs = default_jobs() if args.jobs is None else args.jobs
-    request = SimulationRequest(
-        run_dirs=tuple(args.runs), reps=args.reps, voters=tuple(args.voter), stoppers=stoppers,
-        workers=args.workers, problems=args.problems, trials=args.trials, seed=args.seed, draw=args.draw,
-        tokens_per_s=args.tokens_per_s, thresholds=args.at_least, jobs=jobs, calibration_reps=args.calibration_reps,
-        overrides=overrides, **policy_fields(args))  # type: ignore[arg-type]
-
-    validate(request)
-    if cluster is None:
-        report = simulate(request)
-    else:
-        pools, config = load(request)  # missing or bad runs fail here, before a cluster starts
-
-        def play(jobs: int) -> SimulationReport:
-            return simulate_pools(replace(request, jobs=jobs), pools, config)
-
-        report = offline_on_cluster(cluster, play, args.jobs)  # Ray failing under the trials: ClusterFailed
+    request = grid_request(args, thresholds=args.at_least, calibration_reps=args.calibration_reps)
+    report = play_grid(args, request, lambda request, loaded: simulate_pools(request, *loaded))
     written = write_outputs(report, args.out)
     sys.stdout.write((args.out / "report.md").read_text())
     print("wrote " + ", ".join(str(p) for p in written))

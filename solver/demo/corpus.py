@@ -26,13 +26,12 @@ import gzip
 import json
 import os
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from solver.config import Config
 from solver.core.answers import normalise
+from solver.files import staged_dir
 from solver.recordings import Sample, SampleFields, group_samples, parse_line
 from solver.runlog import LOG_NAME, RunLog, encode_line
 from solver.types import Answer, Problem, Repetition, Turn
@@ -156,15 +155,10 @@ def write_corpus_run(out: Path, config: Config, path: Path = CORPUS, problems: i
             lines.append(encode_line("repetition", rep))
             samples += 1
             with_answer += bool(rep.answers)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        RunLog.create(tmp / "run", config).close()  # config.yaml, meta.json and an empty log
-        with open(tmp / "run" / LOG_NAME, "ab") as handle:
+    with staged_dir(out) as run:  # the run appears whole or not at all
+        RunLog.create(run, config).close()  # config.yaml, meta.json and an empty log
+        with open(run / LOG_NAME, "ab") as handle:
             handle.write(b"".join(lines))
             handle.flush()
             os.fsync(handle.fileno())
-        os.rename(tmp / "run", out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return CorpusRun(out, len(chosen), samples, with_answer)

@@ -9,9 +9,9 @@ import gzip
 import hashlib
 import os
 import sys
-import tempfile
 from pathlib import Path
 
+from solver.files import atomic_write
 from solver.models import cache_dir
 
 FILE = "o200k_base.tiktoken"
@@ -57,11 +57,7 @@ def prepare_vocabulary(target: Path | None = None) -> Path:
     if digest != SHA256:
         raise RuntimeError(f"{source} unpacks to sha256 {digest[:12]}..., not the o200k_base vocabulary")
     target.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=target, delete=False) as tmp:
-        tmp.write(data)
-        tmp.flush()
-        os.fsync(tmp.fileno())
-    os.replace(tmp.name, done)  # atomic: never a half-written vocabulary
+    atomic_write(done, data)  # never a half-written vocabulary
     return target
 
 

