@@ -86,13 +86,9 @@ class ProblemSolver:
         earlier = [_settled(r) for r in done if r.finished]
         used = {r.index for r in earlier}
         free_indices = (i for i in itertools.count() if i not in used)
-        for rep in earlier:
-            if not state.may_launch():
-                break
-            state.launch()
-            if state.finish(cast(self.voter, rep)):
-                counted.append(rep)
-                warmup.note(rep)
+        for rep in enter_finished(state, earlier):
+            counted.append(rep)
+            warmup.note(rep)
         target = self.rules.max_repetitions
         auto = cfg.solve.workers == 0
         capacity = self.engine_capacity()
@@ -239,6 +235,28 @@ class _SharedActivity(Activity):
     def move(self, step: int) -> None:
         super().move(step)
         self.notify()
+
+
+def enter_finished(state: ProblemState, finished: Sequence[Repetition]) -> list[Repetition]:
+    """Enter repetitions that finished elsewhere (an earlier session, a solve that failed midway) into ``state``,
+    in the order given, each launched then finished with its ballot, as far as the state lets them launch;
+    returns those that counted.
+
+    >>> from solver.config import Config
+    >>> from solver.types import Answer
+    >>> state = ProblemState(Rules.of(Config().replace({"stop.stoppers": ["agree:2"]})))
+    >>> reps = [Repetition("p", i, 0, "done", (), (Answer(a, a, "boxed"),), 0.0, 1.0) for i, a in enumerate("775")]
+    >>> [r.index for r in enter_finished(state, reps)], state.stopped_by, state.answer()
+    ([0, 1], 'agree:2', '7')
+    """
+    counted = []
+    for rep in finished:
+        if not state.may_launch():
+            break
+        state.launch()
+        if state.finish(cast(state.rules.voter, rep)):
+            counted.append(rep)
+    return counted
 
 
 def _settled(rep: Repetition) -> Repetition:

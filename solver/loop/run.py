@@ -17,7 +17,7 @@ from pathlib import Path
 
 from solver.core.clock import SystemClock
 from solver.config import Config, ConfigError
-from solver.core.budget import BudgetManager
+from solver.core.budget import BudgetManager, problem_slot
 from solver.loop.problem import ProblemSolver, SolverSession, SolveEvent
 from solver.loop.rundir import RunSession
 from solver.types import Clock, Engine, Problem, ProblemResult, Sandbox
@@ -89,9 +89,8 @@ def local_runner(solver: ProblemSolver, budget: BudgetManager | None = None) -> 
 
         if solver.config.solve.parallel_problems == 1:
             for problem in todo:
-                await one(problem, budget.next_deadline() if budget is not None else None)
-                if budget is not None:
-                    budget.finish_problem()
+                with problem_slot(budget) as slot:
+                    await one(problem, slot.deadline)
         else:
             gate = asyncio.Semaphore(solver.config.solve.parallel_problems)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from solver.core.clock import SystemClock
 from solver.config import Config
-from solver.core.budget import BudgetManager
+from solver.core.budget import BudgetManager, budget_for
 from solver.files import atomic_write
 from solver.runlog import LOG_NAME, RunLog, RunRecords
 from solver.types import Clock, Problem, ProblemResult, Repetition
@@ -77,12 +77,9 @@ class RunSession:
     def budget(self, problems: Sequence[Problem], clock: Clock | None = None) -> BudgetManager | None:
         """The time budget of the problems left, or None when the config sets none: a resumed run keeps the time
         its earlier sessions spent and the problems they decided."""
-        cfg = self.config.budget
-        if not (cfg.total_s or cfg.cutoff_s):
-            return None
         decided = self.log.results()
-        return BudgetManager(cfg, clock or SystemClock(), spent_s=self.log.spent_s,
-                             done=sum(p.id in decided for p in problems))
+        return budget_for(self.config.budget, clock or SystemClock(), spent_s=self.log.spent_s,
+                          done=sum(p.id in decided for p in problems))
 
     # -- writing (each call fsyncs: off the event loop) --
 
