@@ -10,7 +10,7 @@ import contextlib
 import itertools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from types import TracebackType
 
@@ -267,34 +267,40 @@ def _settled(rep: Repetition) -> Repetition:
 
 
 class SolverSession:
-    """The engine and sandbox for a run. The sandbox's warm process starts first, before the engine exists, so
-    it is never a fork of a process holding engine (or CUDA) state."""
+    """The engine, the sandbox and the solver over them, for a run: the one way a run gets its solver.
+
+    ``engine`` and ``sandbox``, when given (both), are used as they are and left open (a sweep or the demo reuses
+    them across runs). Otherwise the session opens its own from the config and closes them with itself: the replay
+    engine with the sandbox that gives back its recorded outputs for ``engine.replay_outputs``, else the sandbox
+    pool and the configured engine, the pool's warm process first, before the engine exists, so it is never a fork
+    of a process holding engine (or CUDA) state."""
 
     def __init__(self, config: Config, *, clock: Clock | None = None,
                  on_repetition: Callable[[Repetition], None] | None = None,
-                 on_event: Callable[[SolveEvent], None] | None = None) -> None:
+                 on_event: Callable[[SolveEvent], None] | None = None, engine: Engine | None = None,
+                 sandbox: Sandbox | None = None) -> None:
+        if (engine is None) != (sandbox is None):
+            raise ValueError("give both an engine and a sandbox, or neither (the session then opens its own)")
         self.config = config
         self.clock = clock
         self.on_repetition = on_repetition
         self.on_event = on_event
-        self.engine: Engine | None = None
-        self.sandbox: Sandbox | None = None
+        self.engine: Engine | None = engine
+        self.sandbox: Sandbox | None = sandbox
         self.solver: ProblemSolver
+        self._stack: contextlib.AsyncExitStack | None = None
 
     async def __aenter__(self) -> SolverSession:
-        from solver.engines import open_engine
-        from solver.sandbox.pool import create_sandbox
-
-        sandbox = create_sandbox(self.config.sandbox, busy=repetitions_busy(self.config))
-        self.sandbox = sandbox
+        stack = contextlib.AsyncExitStack()
         try:
-            await sandbox.start()  # type: ignore[attr-defined]
-            self.engine = await open_engine(self.config)
-            self.solver = ProblemSolver(self.config, self.engine, sandbox, clock=self.clock,
+            if self.engine is None or self.sandbox is None:
+                self.engine, self.sandbox = await stack.enter_async_context(open_parts(self.config))
+            self.solver = ProblemSolver(self.config, self.engine, self.sandbox, clock=self.clock,
                                         on_repetition=self.on_repetition, on_event=self.on_event)
         except BaseException:
-            await self.close()
+            await stack.aclose()
             raise
+        self._stack = stack
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -302,12 +308,39 @@ class SolverSession:
         await self.close()
 
     async def close(self) -> None:
-        engine, sandbox = self.engine, self.sandbox
-        self.engine = self.sandbox = None
+        """Close what the session opened (nothing it was given); the session is done afterwards."""
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            self.engine = self.sandbox = None
+            await stack.aclose()
+
+
+@contextlib.asynccontextmanager
+async def open_parts(config: Config) -> AsyncIterator[tuple[Engine, Sandbox]]:
+    """The engine and the sandbox the config names, closed on the way out (the engine first): the replay engine
+    and its recorded outputs for ``engine.replay_outputs``; else the sandbox pool, started before the engine."""
+    if config.engine.replay_outputs:
+        from solver.engines.replay import recorded_parts
+
+        async with recorded_parts(config) as parts:
+            yield parts
+        return
+    from solver.engines import open_engine
+    from solver.sandbox.pool import create_sandbox
+
+    sandbox = create_sandbox(config.sandbox, busy=repetitions_busy(config))
+    try:
+        await sandbox.start()  # type: ignore[attr-defined]
+        engine = await open_engine(config)
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            await sandbox.close()
+        raise
+    try:
+        yield engine, sandbox
+    finally:
         try:
-            if engine is not None:
-                await engine.close()
+            await engine.close()
         finally:
-            if sandbox is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    await sandbox.close()
+            with contextlib.suppress(ProcessLookupError):
+                await sandbox.close()

@@ -10,7 +10,6 @@ once), the Ray driver (``solver.cluster.driver``) on engine actors.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,27 +110,18 @@ async def solve_run(config: Config, problems: Sequence[Problem], run_dir: Path, 
     """Solve every problem on this machine, logging each repetition as it finishes; ``resume`` keeps what the
     log has. ``session`` is the run directory already opened by the caller (it is closed here all the same).
 
-    ``engine`` and ``sandbox``, when given, are used as they are and left open (a sweep reuses one engine
-    across runs); otherwise the run builds its own from the config and closes them at the end (a replay with
-    ``engine.replay_outputs``: the replay engine and a sandbox that gives back the recorded outputs).
+    The solver comes from a :class:`SolverSession`: over ``engine`` and ``sandbox`` when given (used as they are
+    and left open: a sweep reuses one engine across runs), else over the parts the config names, opened here and
+    closed at the end (for ``engine.replay_outputs``, the replay engine and the recorded outputs).
     """
     clock = clock or SystemClock()
     if session is None:
         session = await asyncio.to_thread(RunSession.open, run_dir, config, resume=resume)
     try:
         budget = session.budget(problems, clock)  # from here: the engine's start counts against it
-        async with contextlib.AsyncExitStack() as stack:
-            if engine is None and sandbox is None and config.engine.name == "replay" and config.engine.replay_outputs:
-                from solver.engines.replay import recorded_parts
-
-                engine, sandbox = await stack.enter_async_context(recorded_parts(config))
-            if engine is not None and sandbox is not None:
-                solver = ProblemSolver(config, engine, sandbox, clock=clock, on_repetition=session.record,
-                                       on_event=on_event)
-            else:
-                opened = SolverSession(config, clock=clock, on_repetition=session.record, on_event=on_event)
-                solver = (await stack.enter_async_context(opened)).solver
-            outcome = await drive(session, problems, local_runner(solver, budget))
+        async with SolverSession(config, clock=clock, on_repetition=session.record, on_event=on_event,
+                                 engine=engine, sandbox=sandbox) as opened:
+            outcome = await drive(session, problems, local_runner(opened.solver, budget))
         return outcome.results
     finally:
         session.close()
