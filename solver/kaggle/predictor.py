@@ -40,11 +40,12 @@ import polars as pl
 from solver.core.clock import SystemClock
 from solver.config import Config
 from solver.core.budget import BudgetManager, Slot, problem_slot
-from solver.core.state import ProblemState, Rules
+from solver.core.state import ProblemState
 from solver.kaggle.competition import CALL_MARGIN_S, Competition, competition, competition_config
 from solver.kaggle.rows import Row, RowError, answer_frame, fallback_id, read_row, to_answer
 from solver.kaggle.supervisor import EngineSupervisor, SessionFactory, default_session_factory, suspicion
 from solver.errors import describe
+from solver.loop.parts import prepare_run
 from solver.loop.problem import enter_finished
 from solver.loop.rundir import RunSession
 from solver.loop.thread import LoopResult
@@ -87,20 +88,18 @@ class KagglePredictor:
                  loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None) -> None:
         """``loop_factory`` makes the event loop the engine lives on (default ``asyncio.new_event_loop``); with
         ``clock`` it lets a rehearsal run on another time scale (a test's virtual time)."""
-        from solver.loop.run import check_runnable
-
         self.competition = competition(comp)
         self.config = competition_config(config, self.competition, total_s)
-        check_runnable(self.config)  # a bad name or model path fails here, not after the model loaded
-        self.rules = Rules.of(self.config)
+        self.parts = prepare_run(self.config)  # a bad name or model path fails here, not after the model loaded
+        self.rules = self.parts.rules
         self.clock = clock or SystemClock()
         # The budget starts now (the notebook builds the predictor first), so engine loading counts against it.
         self.budget = BudgetManager(self.config.budget, self.clock, start)
         self.run_dir = run_dir
         self.grace_s = grace_s  # the solver's own wind-down after its deadline, seconds
         self.supervisor = EngineSupervisor(
-            self.config, open_session or default_session_factory(self.clock), self.clock, self._on_repetition,
-            build_timeout_s=build_timeout_s, probe_timeout_s=probe_timeout_s, close_timeout_s=close_timeout_s,
+            self.config, open_session or default_session_factory(self.clock, self.parts), self.clock,
+            self._on_repetition, build_timeout_s=build_timeout_s, probe_timeout_s=probe_timeout_s, close_timeout_s=close_timeout_s,
             max_builds=max_builds, loop_grace_s=loop_grace_s, loop_check_s=loop_check_s, loop_factory=loop_factory)
         self._lock = threading.Lock()  # one call at a time, whatever thread the gateway uses
         self._current: list[Repetition] = []

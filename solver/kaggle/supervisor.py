@@ -22,11 +22,14 @@ SessionFactory = Callable[[Config, Callable[[Repetition], None]], contextlib.Abs
 reports each finished repetition to the callback) — :class:`solver.loop.problem.SolverSession` by default."""
 
 
-def default_session_factory(clock: Clock) -> SessionFactory:
+def default_session_factory(clock: Clock, parts: Any = None) -> SessionFactory:
+    """Sessions on ``clock`` whose solver is made of ``parts`` (``solver.loop.parts.RunParts`` of the config the
+    session is opened with; None: the solver makes them)."""
+
     def open_session(config: Config, on_repetition: Callable[[Repetition], None]) -> Any:
         from solver.loop.problem import SolverSession
 
-        return SolverSession(config, clock=clock, on_repetition=on_repetition)
+        return SolverSession(config, clock=clock, on_repetition=on_repetition, parts=parts)
 
     return open_session
 

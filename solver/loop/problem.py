@@ -18,6 +18,7 @@ from solver.core.answers import is_correct, prepare_expressions, voting_answers
 from solver.core.clock import SystemClock, remaining
 from solver.config import Config, engine_batch, repetitions_busy
 from solver.dialects import make_dialect
+from solver.loop.parts import RunParts
 from solver.loop.repetition import Activity, run_repetition
 from solver.core.confidence import confidence_threshold
 from solver.core.state import ProblemState, Rules, cast
@@ -54,14 +55,19 @@ class ProblemSolver:
 
     def __init__(self, config: Config, engine: Engine, sandbox: Sandbox, *, clock: Clock | None = None,
                  on_repetition: Callable[[Repetition], None] | None = None,
-                 on_event: Callable[[SolveEvent], None] | None = None) -> None:
+                 on_event: Callable[[SolveEvent], None] | None = None, parts: RunParts | None = None) -> None:
+        """``parts``: what the run's ``prepare_run`` made of ``config`` (its rules and prompt template), else
+        made here."""
+        if parts is not None and parts.config != config:
+            raise ValueError("the run's parts were prepared from another config")
+        parts = parts or RunParts.of(config)
         self.config = config
         self.engine = engine
         self.sandbox = sandbox
         self.clock = clock or SystemClock()
-        self.rules = Rules.of(config)
+        self.rules = parts.rules
         self.voter = self.rules.voter
-        self.dialect = make_dialect(config, engine.tokenizer)
+        self.dialect = make_dialect(config, engine.tokenizer, parts.template)
         if config.answers.integer:
             prepare_expressions()  # not on the event loop's first expression answer, mid-run
         self.on_repetition = on_repetition or (lambda rep: None)
@@ -278,7 +284,7 @@ class SolverSession:
     def __init__(self, config: Config, *, clock: Clock | None = None,
                  on_repetition: Callable[[Repetition], None] | None = None,
                  on_event: Callable[[SolveEvent], None] | None = None, engine: Engine | None = None,
-                 sandbox: Sandbox | None = None) -> None:
+                 sandbox: Sandbox | None = None, parts: RunParts | None = None) -> None:
         if (engine is None) != (sandbox is None):
             raise ValueError("give both an engine and a sandbox, or neither (the session then opens its own)")
         self.config = config
@@ -287,6 +293,7 @@ class SolverSession:
         self.on_event = on_event
         self.engine: Engine | None = engine
         self.sandbox: Sandbox | None = sandbox
+        self.parts = parts  # what the run's prepare_run made of the config (None: the solver makes it)
         self.solver: ProblemSolver
         self._stack: contextlib.AsyncExitStack | None = None
 
@@ -296,7 +303,7 @@ class SolverSession:
             if self.engine is None or self.sandbox is None:
                 self.engine, self.sandbox = await stack.enter_async_context(open_parts(self.config))
             self.solver = ProblemSolver(self.config, self.engine, self.sandbox, clock=self.clock,
-                                        on_repetition=self.on_repetition, on_event=self.on_event)
+                                        on_repetition=self.on_repetition, on_event=self.on_event, parts=self.parts)
         except BaseException:
             await stack.aclose()
             raise
