@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         if without_budget(config) != config:
             print("solver: note: a time budget is for one engine; the cluster run has none", file=sys.stderr)
             config = without_budget(config)
-    session = RunSession.resume(run_dir, records) if records is not None else RunSession.create(run_dir, config)
+    session = RunSession.open(run_dir, config, resume=records is not None, records=records)
     if cluster is not None:
         from solver.commands.cluster import solve_cluster_command
 

@@ -204,7 +204,7 @@ class KagglePredictor:
         from solver.runlog import LogError
 
         try:
-            self._run = RunSession.create(self.run_dir, self.config)
+            self._run = RunSession.open(self.run_dir, self.config)
         except LogError as exc:
             log.error("no run log: %s", exc)
             self.run_dir = None

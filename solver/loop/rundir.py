@@ -25,8 +25,7 @@ REPORT_NAME = "report.md"
 
 
 class RunSession:
-    """One session of a run over its directory: ``create`` a new run, or ``resume`` one (its decided problems
-    and finished repetitions kept), then ``close``."""
+    """One session of a run over its directory: ``open`` a new run or resume one, then ``close``."""
 
     def __init__(self, log: RunLog, config: Config, *, created: bool) -> None:
         self.log = log
@@ -34,20 +33,19 @@ class RunSession:
         self.created = created  # this session made the directory (a failed start may remove it)
 
     @classmethod
-    def create(cls, run_dir: Path, config: Config) -> RunSession:
+    def open(cls, run_dir: Path, config: Config | None = None, *, resume: bool = False,
+             records: RunRecords | None = None) -> RunSession:
+        """The one way a run directory is opened: created for ``config`` (a new run), or with ``resume``
+        continued with the config it saved (its decided problems and finished repetitions kept; ``records`` is that
+        run as the caller has just read it, if it has). A ``LogError`` (one line) when it cannot be."""
         run_dir = Path(run_dir)
+        if resume:
+            log, saved = RunLog.resume(run_dir, records)
+            return cls(log, saved, created=False)
+        if config is None:
+            raise ValueError("a new run directory needs the run's config")
         existed = run_dir.exists()
         return cls(RunLog.create(run_dir, config), config, created=not existed)
-
-    @classmethod
-    def resume(cls, run_dir: Path, records: RunRecords | None = None) -> RunSession:
-        """Continue the run in ``run_dir``; ``records`` is that run as the caller has just read it, if it has."""
-        log, config = RunLog.resume(Path(run_dir), records)
-        return cls(log, config, created=False)
-
-    @classmethod
-    def open(cls, run_dir: Path, config: Config, *, resume: bool) -> RunSession:
-        return cls.resume(run_dir) if resume else cls.create(run_dir, config)
 
     @property
     def run_dir(self) -> Path:
