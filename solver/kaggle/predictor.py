@@ -99,8 +99,9 @@ class KagglePredictor:
         self.grace_s = grace_s  # the solver's own wind-down after its deadline, seconds
         self.supervisor = EngineSupervisor(
             self.config, open_session or default_session_factory(self.clock, self.parts), self.clock,
-            self._on_repetition, build_timeout_s=build_timeout_s, probe_timeout_s=probe_timeout_s, close_timeout_s=close_timeout_s,
-            max_builds=max_builds, loop_grace_s=loop_grace_s, loop_check_s=loop_check_s, loop_factory=loop_factory)
+            self._on_repetition, build_timeout_s=build_timeout_s, probe_timeout_s=probe_timeout_s,
+            close_timeout_s=close_timeout_s, max_builds=max_builds, loop_grace_s=loop_grace_s,
+            loop_check_s=loop_check_s, loop_factory=loop_factory)
         self._lock = threading.Lock()  # one call at a time, whatever thread the gateway uses
         self._current: list[Repetition] = []
         self._run: RunSession | None = None  # the run directory, opened at the first call

@@ -11,6 +11,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from solver.config import Config
+from solver.loop.parts import RunParts
 from solver.loop.thread import LoopThread, LoopResult
 from solver.types import Clock, GenerationRequest, ProblemResult, Repetition
 
@@ -22,8 +23,8 @@ SessionFactory = Callable[[Config, Callable[[Repetition], None]], contextlib.Abs
 reports each finished repetition to the callback) — :class:`solver.loop.problem.SolverSession` by default."""
 
 
-def default_session_factory(clock: Clock, parts: Any = None) -> SessionFactory:
-    """Sessions on ``clock`` whose solver is made of ``parts`` (``solver.loop.parts.RunParts`` of the config the
+def default_session_factory(clock: Clock, parts: RunParts | None = None) -> SessionFactory:
+    """Sessions on ``clock`` whose solver is made of ``parts`` (what ``prepare_run`` made of the config the
     session is opened with; None: the solver makes them)."""
 
     def open_session(config: Config, on_repetition: Callable[[Repetition], None]) -> Any:
