@@ -14,6 +14,10 @@ so a repetition takes its turns' replay time, and that is the time the simulator
 Timed: the replay engine timed by an engine time model (its streams sharing one engine, ``EngineTime``) and the
 recorded outputs after their recorded seconds, against the simulator's timelines on the same model
 (``engine_timeline``): the same decisions, and the same seconds per problem.
+
+A whole day: the Kaggle predictor (its supervisor, its budget) serving the problems one call at a time on that timed
+replay, against the simulator's day (``simulated_day``) on the same draws: per problem the same allotment, the same
+decisions and the same seconds, under a budget that cuts some of them.
 """
 
 from __future__ import annotations
@@ -64,9 +68,9 @@ def _eval_runs():
 
 
 @pytest.fixture(scope="module")
-def recording(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Problem, list[Repetition]]]:
-    """Six problems x 10 repetitions: right, wrong and split answers, engine errors early and late (no ballot),
-    a truncated repetition (code answer only); each turn a random 0.2-3 s."""
+def recorded_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run directory of six problems x 10 repetitions: right, wrong and split answers, engine errors early and
+    late (no ballot), a truncated repetition (code answer only); each turn a random 0.2-3 s."""
     eval_runs = _eval_runs()
     rng = random.Random(11)
     planned = eval_runs.planned_problems(REPS, seed=4)
@@ -83,7 +87,13 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Probl
                                            seconds_per_token=0.05, rng=rng)
                 turns = tuple(replace(t, duration_s=rng.uniform(0.2, 3.0)) for t in rep.turns)
                 log.append(replace(rep, turns=turns))
-    records = read_log(run_dir)
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def recording(recorded_run: Path) -> dict[str, tuple[Problem, list[Repetition]]]:
+    """``recorded_run``'s problems and finished repetitions, by problem id."""
+    records = read_log(recorded_run)
     finished = records.finished()
     return {p.id: (p, finished[p.id]) for p in records.problems}
 
@@ -279,3 +289,74 @@ def test_the_live_loop_and_the_simulator_keep_the_same_time(recording, stopper: 
                 decided.append(outcome.stopped_by)
                 seconds.append(outcome.seconds)
     assert "deadline" in decided and max(seconds) > 0
+
+
+# ---- a whole day: the Kaggle predictor against the simulator's day -------------------------------------------
+
+DAY_ORDER = ("demo-04", "demo-01", "demo-06", "demo-03", "demo-05", "demo-02")  # served shuffled, as the gateway does
+
+
+def day_config(recorded_run: Path, model_file: Path, budget: dict[str, object]) -> Config:
+    """The replay of ``recorded_run`` timed by the model in ``model_file``, its recorded outputs after their
+    recorded seconds (``engine.replay_outputs``), under ``budget`` (dotted keys of the budget section)."""
+    return load_config("tiny", overrides={
+        "engine.name": "replay", "engine.replay_from": [str(recorded_run)], "engine.replay_outputs": True,
+        "engine.replay_timing": "model", "engine.time_model": str(model_file), "engine.replay_time_scale": 1.0,
+        "solve.reps": REPS, "solve.workers": 3, "vote.voter": "majority", "stop.stoppers": ["agree:4"],
+        "stop.confidence_warmup": 0, "sampling.max_turns": 4, "sampling.max_tokens": 10_000,
+        "sampling.max_total_tokens": 100_000, "budget.problems": len(DAY_ORDER), "budget.reserve_s": 0.0,
+        **budget})
+
+
+@pytest.mark.parametrize("budget", [
+    {"budget.total_s": 33.0, "budget.min_s": 3.0, "budget.max_s": 9.0},
+    {"budget.total_s": 60.0, "budget.min_s": 3.0, "budget.max_s": 6.0, "budget.banking": True},
+], ids=["clamp", "banking"])
+def test_the_predictors_day_and_the_simulators_day_decide_alike(recorded_run: Path, tmp_path: Path,
+                                                                 budget: dict[str, object]) -> None:
+    """The real ``KagglePredictor`` (its engine supervisor, its budget, its run directory) serves the recorded
+    problems one call at a time, shuffled, on the replay engine timed by ``TIME_MODEL`` with the recorded outputs;
+    the simulator plays its day (``simulated_run``: ``simulated_day`` on ``engine_timeline``) on the same draws
+    (each problem's recorded repetitions in recorded order), the same config and the same clock start. Per
+    problem: the same allotment, stop reason, answer, repetitions finished and launched, and seconds; the budget
+    cuts some problems and not others.
+
+    Time: the predictor's clock and its engine's event loop keep one virtual time (``virtual_time.LoopTime``): the
+    supervisor's loop thread runs a ``VirtualTimeLoop`` (the predictor's ``loop_factory``) and the predictor's
+    clock, given to its budget and its solver alike, reads that loop's time from any thread. Time moves only while
+    the engine's loop waits for the replay's next token or a recorded output, so a problem takes exactly its
+    modelled seconds; building the replay engine takes none, as the simulator's engine start is 0 here."""
+    import polars as pl
+
+    from solver.kaggle import KagglePredictor
+    from solver.offline.sim import load_pools, simulated_run
+    from solver.timing.model import dump
+
+    model_file = tmp_path / "model.yaml"
+    model_file.write_text(dump(TIME_MODEL))
+    config = day_config(recorded_run, model_file, budget)
+    time = virtual_time.LoopTime()
+    predict = KagglePredictor(config, "aimo3", run_dir=tmp_path / "run", clock=time, loop_factory=time.new_loop)
+    pools, _ = load_pools([recorded_run])
+    by_id = {pool.problem.id: pool for pool in pools}
+    try:
+        for pid in DAY_ORDER:
+            predict(pl.Series("id", [pid]), pl.Series("problem", [by_id[pid].problem.text]))
+    finally:
+        predict.close()
+    results = {r.problem_id: r for r in read_log(tmp_path / "run").results}
+
+    day_pools = [by_id[pid] for pid in DAY_ORDER]
+    day = simulated_run(prepare(day_pools, [predict.config.vote.voter], predict.config, None), predict.config,
+                        replace(TIME_MODEL, start_s=0.0), {pid: list(range(REPS)) for pid in DAY_ORDER})
+    assert [c.id for c in predict.calls] == list(DAY_ORDER)
+    for call, slot in zip(predict.calls, day.problems):
+        result, played = results[call.id], slot.played
+        assert call.status in ("solved", "default") and call.engine_builds == 1, call
+        assert call.allotted_s == pytest.approx(slot.allotted_s, rel=1e-6), call.id
+        assert (result.stopped_by, result.answer, result.repetitions, result.launched) == \
+            (played.stopped_by, played.answer, played.finished, played.launched), call.id
+        assert call.seconds == pytest.approx(played.seconds, rel=1e-6, abs=1e-6), call.id
+    stops = [slot.played.stopped_by for slot in day.problems]
+    assert "deadline" in stops and set(stops) - {"deadline"}, stops
+    assert len({round(slot.allotted_s or 0.0, 6) for slot in day.problems}) > 1  # unused time flowed on

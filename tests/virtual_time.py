@@ -4,6 +4,9 @@ Time stands still while anything is ready to run or a worker thread (``asyncio.t
 fsync) is busy, and jumps to the next timer when nothing else can happen: ``asyncio.sleep(3600)`` returns at
 once with ``loop.time()`` an hour later, and events happen in the order their virtual times say, whatever the
 machine's load. ``clock()`` gives a ``solver.types.Clock`` reading that time, for deadlines.
+
+``LoopTime`` keeps such time for code whose event loop runs on a thread of its own and which reads the clock
+from others too (the Kaggle predictor: its engine's loop on a ``LoopThread``, its budget on the caller's thread).
 """
 
 from __future__ import annotations
@@ -68,3 +71,26 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run`` on a :class:`VirtualTimeLoop`."""
     with asyncio.Runner(loop_factory=VirtualTimeLoop) as runner:
         return runner.run(coro)
+
+
+class LoopTime:
+    """Virtual time across threads: ``new_loop`` is a loop factory (``LoopThread(loop_factory=...)``) whose loops
+    run on virtual time, each going on from where the last one stood, and ``now`` reads that time from any thread
+    (a ``solver.types.Clock``).
+
+    Time moves only inside the current loop, while it waits for its next timer with nothing ready and no worker
+    thread busy; a caller on another thread that waits for the loop (``LoopThread.run``) sees the time its
+    coroutine took, and between such calls, with nothing scheduled, time stands still."""
+
+    def __init__(self) -> None:
+        self.loop: VirtualTimeLoop | None = None
+
+    def new_loop(self) -> VirtualTimeLoop:
+        loop = VirtualTimeLoop()
+        loop.virtual_now = self.now()
+        self.loop = loop
+        return loop
+
+    def now(self) -> float:
+        loop = self.loop
+        return 0.0 if loop is None else loop.virtual_now

@@ -1,5 +1,5 @@
 """What the subcommands share: exit codes and the one place errors become them, the one-line error, and the flags
-that build a config."""
+that choose a config (their dotted keys; ``solver.config.Choices`` layers them over the preset, file and --set)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,12 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from solver.errors import BadInput, RunFailed, describe, first_line
 
-__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED", "Choices", "fail", "first_line", "print_report",
-           "run_command"]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_FAILED", "EXIT_INTERRUPTED", "fail", "first_line", "print_report", "run_command"]
 
 EXIT_FAILED = 1  # the run failed
 EXIT_BAD_INPUT = 2  # usage, data, config or model path
@@ -111,53 +109,19 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in flags.items() if v is not None}
 
 
-@dataclass(frozen=True)
-class Choices:
-    """What the user chose beyond the preset: the ``--config`` file's data (read once) and ``--set`` overrides."""
+def read_choices(args: argparse.Namespace) -> Any:
+    """The user's choices on the command line (``solver.config.Choices``: the preset, the ``--config`` file read
+    once, ``--set`` and this command's flags as dotted keys); a one-line ConfigError when the file or a --set is
+    bad."""
+    from solver.config import read_choices as choices
 
-    file: dict[str, Any] = field(default_factory=dict)
-    overrides: dict[str, Any] = field(default_factory=dict)  # dotted keys, values parsed as YAML
-
-    def sets(self, key: str) -> bool:
-        """Whether the user chose dotted ``key`` (``--set key=...``, or the ``--config`` file), not a preset.
-
-        >>> Choices(overrides={"budget.problems": 30}).sets("budget.problems")
-        True
-        >>> Choices(overrides={"budget": {"problems": 30}}).sets("budget.problems")
-        True
-        >>> Choices({"budget": {"total_s": 60}}, {"budget.total_s": 60}).sets("budget.problems")
-        False
-        """
-        for dotted, value in self.overrides.items():
-            if dotted == key or (key.startswith(dotted + ".") and _holds(value, key[len(dotted) + 1 :])):
-                return True
-        return _holds(self.file, key)
+    return choices(getattr(args, "preset", None), getattr(args, "config_file", None),
+                   getattr(args, "overrides", []) or [], flag_overrides(args))
 
 
-def read_choices(args: argparse.Namespace) -> Choices:
-    """``--config`` (read and checked here, once) and ``--set``; a one-line ConfigError when either is bad."""
-    from solver.config import parse_overrides, read_config_file
-
-    config_file = getattr(args, "config_file", None)
-    return Choices(read_config_file(config_file) if config_file else {},
-                   parse_overrides(getattr(args, "overrides", []) or []))
-
-
-def _holds(node: Any, dotted: str) -> bool:
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False
-        node = node[part]
-    return True
-
-
-def config_from_args(args: argparse.Namespace, choices: Choices | None = None) -> Any:
-    """The validated config from preset + file + --set + flags; raises ConfigError with a one-line message.
-    ``choices`` is :func:`read_choices`'s result when the caller has it already (the file is read once)."""
-    from solver.config import load_config
-
-    choices = choices if choices is not None else read_choices(args)
-    return load_config(args.preset or "tiny", choices.file, {**choices.overrides, **flag_overrides(args)})
+def config_from_args(args: argparse.Namespace) -> Any:
+    """The validated config from the command line (:func:`read_choices`); ConfigError with a one-line message."""
+    return read_choices(args).config()
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser, *, engines: bool = True) -> None:

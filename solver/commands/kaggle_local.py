@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{out} is not empty; choose another --out")
     server_class = find_server(comp, args.gateway)
     config = config.replace({"budget.problems": len(problems)})
-    # Checks every name and the model path (check_runnable) before OUT exists or anything loads.
+    # Checks every name and the model path (prepare_run) before OUT exists or anything loads.
     # Absolute: the real gateway runs with OUT as its working directory.
     predictor = KagglePredictor(config, comp, run_dir=out.resolve() / "run", total_s=args.time_limit)
 

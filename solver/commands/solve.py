@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from solver.commands.common import (EXIT_INTERRUPTED, add_cluster_arguments, add_config_arguments, cluster_spec,
-                                    config_from_args, fail, print_report, read_choices)
+                                    fail, print_report, read_choices)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run(args: argparse.Namespace) -> int:
     from solver.datasets import load_problems
-    from solver.loop.run import check_runnable
+    from solver.loop.parts import prepare_run
     from solver.loop.rundir import RunSession
     from solver.runlog import LOG_NAME, read_log
 
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         if args.out is None:
             return fail("--out RUN_DIR is required")
         choices = read_choices(args)
-        config = config_from_args(args, choices)
+        config = choices.config()
         run_dir = args.out
         if (run_dir / LOG_NAME).exists():
             return fail(f"{run_dir} already holds a run; use --resume {run_dir} or another --out")
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
             config = config.replace({"budget.problems": len(problems)})
     if not problems:
         return fail("no problems to solve")
-    check_runnable(config)  # before RUN_DIR exists: a bad name or path writes nothing
+    parts = prepare_run(config)  # before RUN_DIR exists: a bad name or path writes nothing
     cluster = cluster_spec(args)
     if cluster is not None:
         from solver.cluster.spec import without_budget
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         if without_budget(config) != config:
             print("solver: note: a time budget is for one engine; the cluster run has none", file=sys.stderr)
             config = without_budget(config)
-    session = RunSession.resume(run_dir, records) if records is not None else RunSession.create(run_dir, config)
+    session = RunSession.open(run_dir, config, resume=records is not None, records=records)
     if cluster is not None:
         from solver.commands.cluster import solve_cluster_command
 
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
 
     with LiveProgress(len(problems)) as progress:
         try:
-            asyncio.run(_solve(config, problems, session, progress))
+            asyncio.run(_solve(parts, problems, session, progress))
         except KeyboardInterrupt:
             print(f"solver: interrupted; continue with: solver solve --resume {run_dir}", file=sys.stderr)
             return EXIT_INTERRUPTED
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _solve(config: Any, problems: Any, session: Any, progress: Any) -> Any:
+async def _solve(parts: Any, problems: Any, session: Any, progress: Any) -> Any:
     from solver.engines.vllm_metrics import engine_usage
     from solver.loop.run import solve_run
 
@@ -103,7 +103,8 @@ async def _solve(config: Any, problems: Any, session: Any, progress: Any) -> Any
         loop.add_signal_handler(signal.SIGTERM, task.cancel)
     try:
         # The engine's KV cache peak and preemptions over the run, on stderr (in-process vLLM only).
-        async with engine_usage(config.engine.name, lambda line: print(line, file=sys.stderr)):
-            return await solve_run(config, problems, session.run_dir, session=session, on_event=progress)
+        async with engine_usage(parts.config.engine.name, lambda line: print(line, file=sys.stderr)):
+            return await solve_run(parts.config, problems, session.run_dir, session=session, on_event=progress,
+                                   parts=parts)
     except asyncio.CancelledError:
         raise KeyboardInterrupt from None

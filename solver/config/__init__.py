@@ -4,8 +4,8 @@ a user's file, ``--set`` overrides) and the name tables that turn its names into
 Outsiders import from here; the modules behind it are this package's own.
 """
 
-from solver.config.loading import (PRESET_DIR, load_config, load_preset, parse_overrides, presets, read_config_file,
-                                   save_config)
+from solver.config.loading import (PRESET_DIR, Choices, load_config, load_preset, parse_overrides, presets,
+                                   read_choices, read_config_file, save_config)
 from solver.config.policy import AnswerConfig, BudgetConfig, SolveConfig, StopConfig, VoteConfig
 from solver.config.registry import Registry
 from solver.config.schema import (DEFAULT_MAX_NUM_SEQS, SOLVER_OWNED_SAMPLING, Config, EngineConfig, PromptConfig,
@@ -13,7 +13,8 @@ from solver.config.schema import (DEFAULT_MAX_NUM_SEQS, SOLVER_OWNED_SAMPLING, C
                                   repetitions_busy)
 from solver.errors import ConfigError
 
-__all__ = ["AnswerConfig", "BudgetConfig", "Config", "ConfigError", "DEFAULT_MAX_NUM_SEQS", "EngineConfig",
+__all__ = ["AnswerConfig", "BudgetConfig", "Choices", "Config", "ConfigError", "DEFAULT_MAX_NUM_SEQS", "EngineConfig",
            "PRESET_DIR", "PromptConfig", "Registry", "SOLVER_OWNED_SAMPLING", "SamplingConfig", "SandboxConfig",
            "SolveConfig", "StopConfig", "VoteConfig", "engine_batch", "from_dict", "gpus_per_engine", "load_config",
-           "load_preset", "parse_overrides", "presets", "read_config_file", "repetitions_busy", "save_config"]
+           "load_preset", "parse_overrides", "presets", "read_choices", "read_config_file", "repetitions_busy",
+           "save_config"]

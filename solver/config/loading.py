@@ -5,7 +5,8 @@ config is saved beside every run, ``config.yaml``, so a run can be reproduced or
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,59 @@ def load_config(preset: str = "tiny", config_file: str | Path | Mapping[str, Any
         data = _merge(data, dict(user))
     data = _merge(data, _undot(dict(overrides or {})))
     return from_dict(data)
+
+
+@dataclass(frozen=True)
+class Choices:
+    """What the user chose, layer by layer over a preset: a ``--config`` file's data (read once), ``--set``
+    overrides and a command's flags (dotted keys each; a flag left out is not there). Later layers win.
+
+    >>> choices = Choices(file={"solve": {"reps": 4}}, overrides={"sampling.seed": 3}, flags={"solve.reps": 6})
+    >>> config = choices.config()
+    >>> config.solve.reps, config.sampling.seed, choices.sets("solve.reps"), choices.sets("budget.problems")
+    (6, 3, True, False)
+    """
+
+    preset: str = "tiny"
+    file: dict[str, Any] = field(default_factory=dict)
+    overrides: dict[str, Any] = field(default_factory=dict)  # --set KEY=VALUE, values parsed as YAML
+    flags: dict[str, Any] = field(default_factory=dict)
+
+    def config(self) -> Config:
+        """The validated config (a one-line ConfigError otherwise)."""
+        return load_config(self.preset, self.file, {**self.overrides, **self.flags})
+
+    def sets(self, key: str) -> bool:
+        """Whether the user chose dotted ``key`` (a flag, ``--set key=...``, or the ``--config`` file), not the
+        preset.
+
+        >>> Choices(overrides={"budget.problems": 30}).sets("budget.problems")
+        True
+        >>> Choices(overrides={"budget": {"problems": 30}}).sets("budget.problems")
+        True
+        >>> Choices(file={"budget": {"total_s": 60}}, overrides={"budget.total_s": 60}).sets("budget.problems")
+        False
+        """
+        for dotted, value in {**self.overrides, **self.flags}.items():
+            if dotted == key or (key.startswith(dotted + ".") and _holds(value, key[len(dotted) + 1 :])):
+                return True
+        return _holds(self.file, key)
+
+
+def read_choices(preset: str | None = None, config_file: str | Path | None = None, sets: Sequence[str] = (),
+                 flags: Mapping[str, Any] | None = None) -> Choices:
+    """The user's choices from a command line: ``--preset`` (None: tiny), ``--config`` (read and checked here,
+    once), ``--set`` items and the flags' dotted keys; a one-line ConfigError when the file or an item is bad."""
+    return Choices(preset or "tiny", read_config_file(config_file) if config_file else {}, parse_overrides(list(sets)),
+                   dict(flags or {}))
+
+
+def _holds(node: Any, dotted: str) -> bool:
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
 
 
 def save_config(config: Config, path: Path) -> None:

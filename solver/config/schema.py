@@ -167,6 +167,22 @@ class Config:
     solve: SolveConfig = field(default_factory=SolveConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
 
+    def check_run(self) -> None:
+        """The rules between sections that a run of this config needs (each section checks its own fields when it
+        is built; these are checked before a run starts, since a config may be built in steps or saved
+        unfinished): a one-line ConfigError for the first one broken.
+
+        >>> Config().replace({"engine.name": "replay"}).check_run()
+        Traceback (most recent call last):
+        ...
+        solver.errors.ConfigError: the replay engine needs --from RUN_DIR
+        """
+        e = self.engine
+        _check(e.name != "openai" or bool(e.endpoints), "the openai engine needs at least one --endpoint URL")
+        _check(e.name != "replay" or bool(e.replay_from), "the replay engine needs --from RUN_DIR")
+        _check(self.solve.parallel_problems == 1 or not (self.budget.total_s or self.budget.cutoff_s),
+               "a time budget needs solve.parallel_problems = 1 (problems arrive one at a time)")
+
     def to_dict(self) -> dict[str, Any]:
         return _plain(dataclasses.asdict(self))
 

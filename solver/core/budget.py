@@ -23,10 +23,16 @@ three constants named (``min_s`` doubles as the per-problem floor, as there) plu
 (AIMO2 2nd place stopped everything at 4 h 57 min of 5 h). AIMO2 2nd place instead picked a sample count from
 tiers of remaining time with 11 min per problem; here the count follows from the deadline and the stopping
 rule, so one formula covers both a fast machine and a slow one.
+
+Every caller takes a problem's share the same way, through :func:`problem_slot`: the one-at-a-time runner of
+``solver solve``, the Kaggle predictor (bounded by the gateway's per-call limit), and the simulator's day
+(``solver.offline.sim.play.simulated_day``, which the trials and the replay check play).
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from solver.config import BudgetConfig
@@ -59,6 +65,17 @@ class Allotment:
     time_left_s: float | None  # usable time before the reserve; negative when over time
     past_cutoff: bool
     unbanked_s: float | None = None  # the seconds the formula gives without the bank (banking only adds to them)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One problem's share of the day, handed out as it starts: its absolute deadline on the budget's clock (None:
+    nothing but its own stop ends it), the seconds from its start to that deadline (None without a budget), and
+    whether the global cutoff had passed (the caller then answers the default at once)."""
+
+    deadline: float | None
+    allotted_s: float | None
+    past_cutoff: bool = False
 
 
 @dataclass(frozen=True)
@@ -154,13 +171,22 @@ class BudgetManager:
 
     # ---- the per-problem cycle ------------------------------------------------------------------------
 
-    def next_deadline(self) -> float | None:
-        """The absolute deadline for the problem now starting (None = no budget); marks the problem started."""
-        allotment = self.allot()
-        self._problem_start = self.clock.now()
+    def start_problem(self, bound: float | None = None) -> Slot:
+        """The slot of the problem now starting, its deadline no later than ``bound`` (an absolute time the caller
+        must end by, e.g. the gateway's per-call limit); marks the problem started. The budget keeps what its own
+        formula allotted (banking counts from that), whatever the bound cut off."""
+        allotment, now = self.allot(), self.clock.now()
+        self._problem_start = now
         self._allotted = allotment.seconds
         self._unbanked = allotment.unbanked_s
-        return allotment.deadline
+        deadline = allotment.deadline
+        if bound is not None:
+            deadline = bound if deadline is None else min(deadline, bound)
+        return Slot(deadline, None if deadline is None else max(0.0, deadline - now), allotment.past_cutoff)
+
+    def next_deadline(self) -> float | None:
+        """The absolute deadline for the problem now starting (None = no budget); marks the problem started."""
+        return self.start_problem().deadline
 
     def finish_problem(self) -> Spend:
         """Counts the current problem as done, so later ones share what is left; returns what it took.
@@ -190,3 +216,49 @@ class BudgetManager:
     @property
     def finished(self) -> tuple[Spend, ...]:
         return tuple(self._finished)
+
+
+def budget_for(config: BudgetConfig, clock: Clock, start: float | None = None, *, spent_s: float = 0.0,
+               done: int = 0) -> BudgetManager | None:
+    """The budget ``config`` sets (see :class:`BudgetManager` for the arguments), or None when it sets none (no
+    total and no cutoff): every problem then runs to its own stop.
+
+    >>> from solver.core.clock import SimulatedClock
+    >>> budget_for(BudgetConfig(), SimulatedClock()), budget_for(BudgetConfig(cutoff_s=60), SimulatedClock()).cutoff
+    (None, 60.0)
+    """
+    if config.total_s is None and config.cutoff_s is None:
+        return None
+    return BudgetManager(config, clock, start, spent_s=spent_s, done=done)
+
+
+@contextlib.contextmanager
+def problem_slot(budget: BudgetManager | None, bound: float | None = None) -> Iterator[Slot]:
+    """One problem's turn in the day: its :class:`Slot` of ``budget`` (bounded by ``bound``, an absolute time the
+    caller must end by), and the problem counted as finished when the block ends, also when it raised, so later
+    problems share what is left. No budget (None): no deadline but ``bound``, and nothing allotted or counted.
+
+    >>> from solver.core.clock import SimulatedClock
+    >>> clock = SimulatedClock(0.0)
+    >>> budget = BudgetManager(BudgetConfig(total_s=1000, problems=2, min_s=100, max_s=900, reserve_s=0), clock)
+    >>> with problem_slot(budget, bound=500.0) as slot:   # the formula gives 900 s; the caller must end by 500
+    ...     clock.advance(200)
+    >>> slot, budget.finished[-1].used_s
+    (Slot(deadline=500.0, allotted_s=500.0, past_cutoff=False), 200.0)
+    >>> with problem_slot(budget) as slot:                # the last problem: everything left
+    ...     pass
+    >>> slot
+    Slot(deadline=1000.0, allotted_s=800.0, past_cutoff=False)
+    >>> with problem_slot(None) as slot:
+    ...     pass
+    >>> slot
+    Slot(deadline=None, allotted_s=None, past_cutoff=False)
+    """
+    if budget is None:
+        yield Slot(bound, None)
+        return
+    slot = budget.start_problem(bound)
+    try:
+        yield slot
+    finally:
+        budget.finish_problem()

@@ -200,11 +200,11 @@ def show_tool_call(run_dir: Path, console: Console) -> None:
 
 def run_replay(out: Path, console: Console, questions: int | None) -> PartResult:
     from solver.engines.replay import problems_from_log
-    from solver.loop.run import check_runnable
+    from solver.loop.parts import prepare_run
 
     recorded = write_corpus_run(out / "recorded", replay_config(None, 1), problems=questions)
     config = replay_config(recorded.run_dir, recorded.problems)
-    check_runnable(config)
+    prepare_run(config)
     problems = problems_from_log(recorded.run_dir)
     stop = ",".join(config.stop.stoppers)
     heading(console, f"2/2 REPLAYED: {recorded.samples:,} recorded programs of a real maths model, "
@@ -276,11 +276,11 @@ def run_demo(out: Path, console: Console, *, live: bool = True, questions: int |
              trials: int = TRIALS) -> int:
     """The whole demo; 0 when every part ran, 1 when the live part failed (the replayed part still runs).
     Bad input is a ``DemoError`` (or the config's and model's own one-line errors) before anything starts."""
-    from solver.loop.run import check_runnable
+    from solver.loop.parts import prepare_run
 
     check_out(out)
     if live:
-        check_runnable(live_config(1))  # the embedded model is there (make demo's set-up converts it)
+        prepare_run(live_config(1))  # the embedded model is there (make demo's set-up converts it)
     started = time.monotonic()
     failed = False
     if live:

@@ -20,7 +20,7 @@ __all__ = ["CODE_STOP", "DIALECTS", "Dialect", "Dialogue", "OutputStyle", "Promp
            "Stops", "TurnOutput", "check_dialect", "describe_execution", "execution_from_shown", "load_encoding",
            "make_dialect", "message_text"]
 
-# name -> "module:factory(config, tokenizer) -> Dialect"
+# name -> "module:factory(config, tokenizer, template) -> Dialect"
 DIALECTS: dict[str, str] = {
     "fences": "solver.dialects.fences:from_config",
     "harmony": "solver.dialects.harmony:from_config",
@@ -28,9 +28,10 @@ DIALECTS: dict[str, str] = {
 }
 
 
-def make_dialect(config: Config, tokenizer: Tokenizer | None) -> Dialect:
-    """The dialect the config names, with its prompt template loaded; ConfigError (one line) when it cannot be
-    built (an unknown name, a template missing, harmony's vocabulary not available offline).
+def make_dialect(config: Config, tokenizer: Tokenizer | None, template: PromptTemplate | None = None) -> Dialect:
+    """The dialect the config names, with its prompt template (``template`` when the caller loaded it already,
+    else loaded here); ConfigError (one line) when it cannot be built (an unknown name, a template missing,
+    harmony's vocabulary not available offline).
 
     >>> from solver.config import Config
     >>> make_dialect(Config(), None).name
@@ -40,7 +41,8 @@ def make_dialect(config: Config, tokenizer: Tokenizer | None) -> Dialect:
     if target is None:
         raise ConfigError(f"unknown dialect {config.prompt.dialect!r} (choose from {', '.join(sorted(DIALECTS))})")
     module_name, function = target.split(":")
-    return getattr(importlib.import_module(module_name), function)(config, tokenizer)
+    template = template if template is not None else PromptTemplate.load(config.prompt.template)
+    return getattr(importlib.import_module(module_name), function)(config, tokenizer, template)
 
 
 def check_dialect(config: Config) -> None:

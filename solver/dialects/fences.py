@@ -148,5 +148,5 @@ class FencesDialect:
         return self.template.output.replace("{output}", describe_execution(execution, self.output))
 
 
-def from_config(config: Config, tokenizer: Tokenizer | None) -> FencesDialect:
-    return FencesDialect(PromptTemplate.load(config.prompt.template), tokenizer, OutputStyle.from_config(config.prompt))
+def from_config(config: Config, tokenizer: Tokenizer | None, template: PromptTemplate) -> FencesDialect:
+    return FencesDialect(template, tokenizer, OutputStyle.from_config(config.prompt))

@@ -220,9 +220,9 @@ class HarmonyDialect:
         return HarmonyDialogue(self, problem)
 
 
-def from_config(config: Config, tokenizer: Tokenizer | None) -> HarmonyDialect:
+def from_config(config: Config, tokenizer: Tokenizer | None, template: PromptTemplate) -> HarmonyDialect:
     # The model's own tokenizer is not needed: the library renders and parses token ids itself.
     prompt = config.prompt
-    return HarmonyDialect(PromptTemplate.load(prompt.template), prompt.reasoning_effort, OutputStyle.from_config(prompt),
+    return HarmonyDialect(template, prompt.reasoning_effort, OutputStyle.from_config(prompt),
                           tool_description=prompt.tool_description, follow_up=prompt.follow_up,
                           max_follow_ups=prompt.max_follow_ups, rules=config.answers)

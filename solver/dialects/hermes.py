@@ -132,11 +132,10 @@ class HermesDialect:
         return HermesDialogue(self, problem)
 
 
-def from_config(config: Config, tokenizer: Tokenizer | None) -> HermesDialect:
+def from_config(config: Config, tokenizer: Tokenizer | None, template: PromptTemplate) -> HermesDialect:
     if tokenizer is None:
         raise ConfigError("the hermes dialect renders prompts with the model's chat template: it needs the "
                           "model's tokenizer (a local model, or a server whose model is a local directory)")
-    template = PromptTemplate.load(config.prompt.template)
     probe = tokenizer.apply_chat_template([{"role": "user", "content": "x"}], tools=[PYTHON_TOOL], tokenize=False)
     if '"python"' not in probe:
         raise ConfigError("the model's chat template does not render tools: the hermes dialect cannot declare "

@@ -9,8 +9,8 @@ the competition's range. The adapter
 - builds the engine on the FIRST call (that call has no gateway deadline; loading counts against the budget),
 - gives each problem a deadline from :class:`~solver.core.budget.BudgetManager`, bounded by the gateway's per-call
   limit, and past the global cutoff answers the default at once,
-- NEVER raises from a call: any failure is logged and the best answer so far (the vote of the repetitions that
-  finished) or the default is returned,
+- NEVER raises from a call: any failure is logged and the best answer so far (the repetitions that finished,
+  decided by the problem's rules as the solve would have) or the default is returned,
 - leaves the engine's life to :class:`~solver.kaggle.supervisor.EngineSupervisor` (checks, rebuilds),
 - writes ``run_dir`` (when given) through the same run directory session as ``solver solve``: the log as it
   goes, ``answers.csv`` and ``report.md`` when closed; ``calls.jsonl`` beside it says what each call returned.
@@ -25,11 +25,12 @@ named ``predict`` that calls it)::
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -38,11 +39,14 @@ import polars as pl
 
 from solver.core.clock import SystemClock
 from solver.config import Config
-from solver.core.budget import BudgetManager
+from solver.core.budget import BudgetManager, Slot, problem_slot
+from solver.core.state import ProblemState
 from solver.kaggle.competition import CALL_MARGIN_S, Competition, competition, competition_config
 from solver.kaggle.rows import Row, RowError, answer_frame, fallback_id, read_row, to_answer
 from solver.kaggle.supervisor import EngineSupervisor, SessionFactory, default_session_factory, suspicion
 from solver.errors import describe
+from solver.loop.parts import prepare_run
+from solver.loop.problem import enter_finished
 from solver.loop.rundir import RunSession
 from solver.loop.thread import LoopResult
 from solver.types import Clock, Problem, ProblemResult, Repetition
@@ -80,21 +84,24 @@ class KagglePredictor:
                  open_session: SessionFactory | None = None, total_s: float | None = None,
                  build_timeout_s: float | None = None, probe_timeout_s: float = 60.0,
                  close_timeout_s: float = 60.0, max_builds: int = 3, grace_s: float = GRACE_S,
-                 loop_grace_s: float = LOOP_GRACE_S, loop_check_s: float = 5.0) -> None:
-        from solver.loop.run import check_runnable
-
+                 loop_grace_s: float = LOOP_GRACE_S, loop_check_s: float = 5.0,
+                 loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None) -> None:
+        """``loop_factory`` makes the event loop the engine lives on (default ``asyncio.new_event_loop``); with
+        ``clock`` it lets a rehearsal run on another time scale (a test's virtual time)."""
         self.competition = competition(comp)
         self.config = competition_config(config, self.competition, total_s)
-        check_runnable(self.config)  # a bad name or model path fails here, not after the model loaded
+        self.parts = prepare_run(self.config)  # a bad name or model path fails here, not after the model loaded
+        self.rules = self.parts.rules
         self.clock = clock or SystemClock()
         # The budget starts now (the notebook builds the predictor first), so engine loading counts against it.
         self.budget = BudgetManager(self.config.budget, self.clock, start)
         self.run_dir = run_dir
         self.grace_s = grace_s  # the solver's own wind-down after its deadline, seconds
         self.supervisor = EngineSupervisor(
-            self.config, open_session or default_session_factory(self.clock), self.clock, self._on_repetition,
-            build_timeout_s=build_timeout_s, probe_timeout_s=probe_timeout_s, close_timeout_s=close_timeout_s,
-            max_builds=max_builds, loop_grace_s=loop_grace_s, loop_check_s=loop_check_s)
+            self.config, open_session or default_session_factory(self.clock, self.parts), self.clock,
+            self._on_repetition, build_timeout_s=build_timeout_s, probe_timeout_s=probe_timeout_s,
+            close_timeout_s=close_timeout_s, max_builds=max_builds, loop_grace_s=loop_grace_s,
+            loop_check_s=loop_check_s, loop_factory=loop_factory)
         self._lock = threading.Lock()  # one call at a time, whatever thread the gateway uses
         self._current: list[Repetition] = []
         self._run: RunSession | None = None  # the run directory, opened at the first call
@@ -143,29 +150,23 @@ class KagglePredictor:
         problem = Problem(id=str(row.id), text=row.text)
         self._log_problem(problem)
         call_end = None if first or comp.call_limit_s is None else t0 + comp.call_limit_s - CALL_MARGIN_S
-        if self.budget.past_cutoff():
-            self.budget.next_deadline()
-            self.budget.finish_problem()
-            return CallRecord(problem.id, comp.default, "cutoff", self.clock.now() - t0, 0.0, "cutoff", 0, 0,
-                              self.builds, "past the global cutoff")
-        try:
-            note = self.supervisor.ensure(call_end)
-            deadline = self.budget.next_deadline()
-            if call_end is not None:
-                deadline = call_end if deadline is None else min(deadline, call_end)
-            allotted = None if deadline is None else max(0.0, deadline - self.clock.now())
+        # The engine is built (or checked) before the problem's slot opens: its build counts against the budget,
+        # shared by every problem left, not against this problem's allotment. Past the cutoff nothing is built.
+        note = None if self.budget.past_cutoff() else self.supervisor.ensure(call_end)
+        with problem_slot(self.budget, bound=call_end) as slot:
+            if slot.past_cutoff:
+                return CallRecord(problem.id, comp.default, "cutoff", self.clock.now() - t0, 0.0, "cutoff", 0, 0,
+                                  self.builds, "past the global cutoff")
             if note is not None:
-                return CallRecord(problem.id, comp.default, "default", self.clock.now() - t0, allotted, "no_engine",
-                                  0, 0, self.builds, note)
-            return self._solve(problem, deadline, allotted, t0)
-        finally:
-            self.budget.finish_problem()
+                return CallRecord(problem.id, comp.default, "default", self.clock.now() - t0, slot.allotted_s,
+                                  "no_engine", 0, 0, self.builds, note)
+            return self._solve(problem, slot, t0)
 
-    def _solve(self, problem: Problem, deadline: float | None, allotted: float | None, t0: float) -> CallRecord:
+    def _solve(self, problem: Problem, slot: Slot, t0: float) -> CallRecord:
         self._current = []
-        timeout = None if deadline is None else max(0.0, deadline - self.clock.now()) + self.grace_s
+        timeout = None if slot.deadline is None else max(0.0, slot.deadline - self.clock.now()) + self.grace_s
         outcome: LoopResult[ProblemResult] = self.supervisor.run(
-            self.supervisor.session.solver.solve(problem, deadline=deadline), timeout)
+            self.supervisor.session.solver.solve(problem, deadline=slot.deadline), timeout)
         # A solve abandoned by an earlier call may still report into the list: keep this problem's only.
         reps = [r for r in self._current if r.problem_id == problem.id]
         finished = [r for r in reps if r.finished]
@@ -174,13 +175,16 @@ class KagglePredictor:
             self._log_result(result)
             status: CallStatus = "solved" if result.votes else "default"
             record = CallRecord(problem.id, to_answer(result.answer, self.competition), status,
-                                self.clock.now() - t0, allotted, result.stopped_by, result.repetitions,
+                                self.clock.now() - t0, slot.allotted_s, result.stopped_by, result.repetitions,
                                 result.generated_tokens, self.builds)
         else:
             log.error("solving %s failed: %s (%s)", problem.id, outcome.status, outcome.error)
-            answer = best_so_far(self.config, finished)
-            record = CallRecord(problem.id, to_answer(answer, self.competition),
-                                "partial" if answer is not None else "default", self.clock.now() - t0, allotted,
+            # The repetitions that finished, in finish order, decide as the solve would have (its rules, its stop).
+            state = ProblemState(self.rules)
+            enter_finished(state, finished)
+            voted = state.leader() is not None
+            record = CallRecord(problem.id, to_answer(state.answer(), self.competition),
+                                "partial" if voted else "default", self.clock.now() - t0, slot.allotted_s,
                                 outcome.status, len(finished), sum(r.generated_tokens for r in finished),
                                 self.builds, outcome.error)
         # Checked at the start of the next call, so this answer goes back now and the check has that call's time.
@@ -201,7 +205,7 @@ class KagglePredictor:
         from solver.runlog import LogError
 
         try:
-            self._run = RunSession.create(self.run_dir, self.config)
+            self._run = RunSession.open(self.run_dir, self.config)
         except LogError as exc:
             log.error("no run log: %s", exc)
             self.run_dir = None
@@ -237,15 +241,6 @@ def _append_line(path: Path, data: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as handle:
         handle.write(json.dumps(data) + "\n")
-
-
-def best_so_far(config: Config, finished: Sequence[Repetition]) -> str | None:
-    """The configured voter's choice among the repetitions that finished, or None when none voted."""
-    from solver.core.state import cast
-    from solver.core.voting import make_voter
-
-    voter = make_voter(config.vote, config.answers)
-    return voter.winner([cast(voter, r) for r in finished])
 
 
 def process_start() -> float:

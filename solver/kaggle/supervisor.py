@@ -4,12 +4,14 @@ event loop (:mod:`solver.loop.thread`) whose blocked state is detected and aband
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from solver.config import Config
+from solver.loop.parts import RunParts
 from solver.loop.thread import LoopThread, LoopResult
 from solver.types import Clock, GenerationRequest, ProblemResult, Repetition
 
@@ -21,11 +23,14 @@ SessionFactory = Callable[[Config, Callable[[Repetition], None]], contextlib.Abs
 reports each finished repetition to the callback) — :class:`solver.loop.problem.SolverSession` by default."""
 
 
-def default_session_factory(clock: Clock) -> SessionFactory:
+def default_session_factory(clock: Clock, parts: RunParts | None = None) -> SessionFactory:
+    """Sessions on ``clock`` whose solver is made of ``parts`` (what ``prepare_run`` made of the config the
+    session is opened with; None: the solver makes them)."""
+
     def open_session(config: Config, on_repetition: Callable[[Repetition], None]) -> Any:
         from solver.loop.problem import SolverSession
 
-        return SolverSession(config, clock=clock, on_repetition=on_repetition)
+        return SolverSession(config, clock=clock, on_repetition=on_repetition, parts=parts)
 
     return open_session
 
@@ -37,7 +42,8 @@ class EngineSupervisor:
     def __init__(self, config: Config, open_session: SessionFactory, clock: Clock,
                  on_repetition: Callable[[Repetition], None], *, build_timeout_s: float | None = None,
                  probe_timeout_s: float = 60.0, close_timeout_s: float = 60.0, max_builds: int = 3,
-                 loop_grace_s: float = 10.0, loop_check_s: float = 5.0) -> None:
+                 loop_grace_s: float = 10.0, loop_check_s: float = 5.0,
+                 loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None) -> None:
         self.config = config
         self.open_session = open_session
         self.clock = clock
@@ -48,6 +54,7 @@ class EngineSupervisor:
         self.max_builds = max_builds
         self.loop_grace_s = loop_grace_s  # seconds for a cancelled coroutine's cleanup
         self.loop_check_s = loop_check_s  # a loop that cannot run a no-op this fast is abandoned, seconds
+        self.loop_factory = loop_factory  # the engine's event loop (None: asyncio.new_event_loop)
         self.builds = 0
         self.session: Any = None
         self._loop: LoopThread | None = None
@@ -67,7 +74,7 @@ class EngineSupervisor:
     def ensure(self, call_end: float | None) -> str | None:
         """Build the engine if there is none (or it died); None when ready, else why not."""
         if self._loop is None or not self._loop.alive:
-            self._loop, self.session, self._stack = LoopThread(), None, None
+            self._loop, self.session, self._stack = LoopThread(loop_factory=self.loop_factory), None, None
         if self.session is not None and self._suspect is not None:
             self._verify(self._suspect)
         self._suspect = None
@@ -114,7 +121,7 @@ class EngineSupervisor:
             log.error("event loop unresponsive (%s); abandoning it", suspicion)
             if self._stack is not None:
                 self._loop.submit(self._stack.aclose())
-            self._loop, self.session, self._stack = LoopThread(), None, None
+            self._loop, self.session, self._stack = LoopThread(loop_factory=self.loop_factory), None, None
             return
         healthy = self.run(self._probe(), self.probe_timeout_s)
         if not (healthy.ok and healthy.value):

@@ -1,1 +1,2 @@
-"""The solve loop: one repetition, one problem (workers, votes, early stop), a whole run."""
+"""The solve loop: what a run is made of (its parts), one repetition, one problem (workers, votes, early stop), a
+whole run."""

@@ -10,7 +10,7 @@ import contextlib
 import itertools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, replace
 from types import TracebackType
 
@@ -18,6 +18,7 @@ from solver.core.answers import is_correct, prepare_expressions, voting_answers
 from solver.core.clock import SystemClock, remaining
 from solver.config import Config, engine_batch, repetitions_busy
 from solver.dialects import make_dialect
+from solver.loop.parts import RunParts
 from solver.loop.repetition import Activity, run_repetition
 from solver.core.confidence import confidence_threshold
 from solver.core.state import ProblemState, Rules, cast
@@ -54,14 +55,19 @@ class ProblemSolver:
 
     def __init__(self, config: Config, engine: Engine, sandbox: Sandbox, *, clock: Clock | None = None,
                  on_repetition: Callable[[Repetition], None] | None = None,
-                 on_event: Callable[[SolveEvent], None] | None = None) -> None:
+                 on_event: Callable[[SolveEvent], None] | None = None, parts: RunParts | None = None) -> None:
+        """``parts``: what the run's ``prepare_run`` made of ``config`` (its rules and prompt template), else
+        made here."""
+        if parts is not None and parts.config != config:
+            raise ValueError("the run's parts were prepared from another config")
+        parts = parts or RunParts.of(config)
         self.config = config
         self.engine = engine
         self.sandbox = sandbox
         self.clock = clock or SystemClock()
-        self.rules = Rules.of(config)
+        self.rules = parts.rules
         self.voter = self.rules.voter
-        self.dialect = make_dialect(config, engine.tokenizer)
+        self.dialect = make_dialect(config, engine.tokenizer, parts.template)
         if config.answers.integer:
             prepare_expressions()  # not on the event loop's first expression answer, mid-run
         self.on_repetition = on_repetition or (lambda rep: None)
@@ -86,13 +92,9 @@ class ProblemSolver:
         earlier = [_settled(r) for r in done if r.finished]
         used = {r.index for r in earlier}
         free_indices = (i for i in itertools.count() if i not in used)
-        for rep in earlier:
-            if not state.may_launch():
-                break
-            state.launch()
-            if state.finish(cast(self.voter, rep)):
-                counted.append(rep)
-                warmup.note(rep)
+        for rep in enter_finished(state, earlier):
+            counted.append(rep)
+            warmup.note(rep)
         target = self.rules.max_repetitions
         auto = cfg.solve.workers == 0
         capacity = self.engine_capacity()
@@ -241,6 +243,28 @@ class _SharedActivity(Activity):
         self.notify()
 
 
+def enter_finished(state: ProblemState, finished: Sequence[Repetition]) -> list[Repetition]:
+    """Enter repetitions that finished elsewhere (an earlier session, a solve that failed midway) into ``state``,
+    in the order given, each launched then finished with its ballot, as far as the state lets them launch;
+    returns those that counted.
+
+    >>> from solver.config import Config
+    >>> from solver.types import Answer
+    >>> state = ProblemState(Rules.of(Config().replace({"stop.stoppers": ["agree:2"]})))
+    >>> reps = [Repetition("p", i, 0, "done", (), (Answer(a, a, "boxed"),), 0.0, 1.0) for i, a in enumerate("775")]
+    >>> [r.index for r in enter_finished(state, reps)], state.stopped_by, state.answer()
+    ([0, 1], 'agree:2', '7')
+    """
+    counted = []
+    for rep in finished:
+        if not state.may_launch():
+            break
+        state.launch()
+        if state.finish(cast(state.rules.voter, rep)):
+            counted.append(rep)
+    return counted
+
+
 def _settled(rep: Repetition) -> Repetition:
     """The repetition with only the candidates it may vote with (see ``voting_answers``), as it is logged and
     voted: a repetition cut by length keeps its boxes and code outputs but not its "the answer is" phrases."""
@@ -249,34 +273,41 @@ def _settled(rep: Repetition) -> Repetition:
 
 
 class SolverSession:
-    """The engine and sandbox for a run. The sandbox's warm process starts first, before the engine exists, so
-    it is never a fork of a process holding engine (or CUDA) state."""
+    """The engine, the sandbox and the solver over them, for a run: the one way a run gets its solver.
+
+    ``engine`` and ``sandbox``, when given (both), are used as they are and left open (a sweep or the demo reuses
+    them across runs). Otherwise the session opens its own from the config and closes them with itself: the replay
+    engine with the sandbox that gives back its recorded outputs for ``engine.replay_outputs``, else the sandbox
+    pool and the configured engine, the pool's warm process first, before the engine exists, so it is never a fork
+    of a process holding engine (or CUDA) state."""
 
     def __init__(self, config: Config, *, clock: Clock | None = None,
                  on_repetition: Callable[[Repetition], None] | None = None,
-                 on_event: Callable[[SolveEvent], None] | None = None) -> None:
+                 on_event: Callable[[SolveEvent], None] | None = None, engine: Engine | None = None,
+                 sandbox: Sandbox | None = None, parts: RunParts | None = None) -> None:
+        if (engine is None) != (sandbox is None):
+            raise ValueError("give both an engine and a sandbox, or neither (the session then opens its own)")
         self.config = config
         self.clock = clock
         self.on_repetition = on_repetition
         self.on_event = on_event
-        self.engine: Engine | None = None
-        self.sandbox: Sandbox | None = None
+        self.engine: Engine | None = engine
+        self.sandbox: Sandbox | None = sandbox
+        self.parts = parts  # what the run's prepare_run made of the config (None: the solver makes it)
         self.solver: ProblemSolver
+        self._stack: contextlib.AsyncExitStack | None = None
 
     async def __aenter__(self) -> SolverSession:
-        from solver.engines import open_engine
-        from solver.sandbox.pool import create_sandbox
-
-        sandbox = create_sandbox(self.config.sandbox, busy=repetitions_busy(self.config))
-        self.sandbox = sandbox
+        stack = contextlib.AsyncExitStack()
         try:
-            await sandbox.start()  # type: ignore[attr-defined]
-            self.engine = await open_engine(self.config)
-            self.solver = ProblemSolver(self.config, self.engine, sandbox, clock=self.clock,
-                                        on_repetition=self.on_repetition, on_event=self.on_event)
+            if self.engine is None or self.sandbox is None:
+                self.engine, self.sandbox = await stack.enter_async_context(open_parts(self.config))
+            self.solver = ProblemSolver(self.config, self.engine, self.sandbox, clock=self.clock,
+                                        on_repetition=self.on_repetition, on_event=self.on_event, parts=self.parts)
         except BaseException:
-            await self.close()
+            await stack.aclose()
             raise
+        self._stack = stack
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -284,12 +315,39 @@ class SolverSession:
         await self.close()
 
     async def close(self) -> None:
-        engine, sandbox = self.engine, self.sandbox
-        self.engine = self.sandbox = None
+        """Close what the session opened (nothing it was given); the session is done afterwards."""
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            self.engine = self.sandbox = None
+            await stack.aclose()
+
+
+@contextlib.asynccontextmanager
+async def open_parts(config: Config) -> AsyncIterator[tuple[Engine, Sandbox]]:
+    """The engine and the sandbox the config names, closed on the way out (the engine first): the replay engine
+    and its recorded outputs for ``engine.replay_outputs``; else the sandbox pool, started before the engine."""
+    if config.engine.replay_outputs:
+        from solver.engines.replay import recorded_parts
+
+        async with recorded_parts(config) as parts:
+            yield parts
+        return
+    from solver.engines import open_engine
+    from solver.sandbox.pool import create_sandbox
+
+    sandbox = create_sandbox(config.sandbox, busy=repetitions_busy(config))
+    try:
+        await sandbox.start()  # type: ignore[attr-defined]
+        engine = await open_engine(config)
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            await sandbox.close()
+        raise
+    try:
+        yield engine, sandbox
+    finally:
         try:
-            if engine is not None:
-                await engine.close()
+            await engine.close()
         finally:
-            if sandbox is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    await sandbox.close()
+            with contextlib.suppress(ProcessLookupError):
+                await sandbox.close()

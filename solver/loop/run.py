@@ -10,14 +10,14 @@ once), the Ray driver (``solver.cluster.driver``) on engine actors.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from solver.core.clock import SystemClock
-from solver.config import Config, ConfigError
-from solver.core.budget import BudgetManager
+from solver.config import Config
+from solver.core.budget import BudgetManager, problem_slot
+from solver.loop.parts import RunParts
 from solver.loop.problem import ProblemSolver, SolverSession, SolveEvent
 from solver.loop.rundir import RunSession
 from solver.types import Clock, Engine, Problem, ProblemResult, Sandbox
@@ -31,39 +31,6 @@ session as it happens; returns the ids of those it had to leave undecided."""
 class RunOutcome:
     results: list[ProblemResult]  # in problem order, the problems decided (now or before a resume)
     unsolved: list[str] = field(default_factory=list)  # problem ids left without a result
-
-
-def check_runnable(config: Config) -> None:
-    """Every part the config names exists (voter, stoppers, prompt template, dialect, engine, model path).
-
-    Raises ConfigError or ModelError with a one-line message, before anything is written or started.
-    """
-    from solver.core.state import Rules
-    from solver.dialects import check_dialect
-    from solver.dialects import PromptTemplate
-    from solver.engines import factory_path
-    from solver.models import resolve_model
-
-    Rules.of(config)
-    PromptTemplate.load(config.prompt.template)
-    check_dialect(config)  # harmony's vocabulary offline; a chat template that declares hermes's tool
-    factory_path(config.engine.name)
-    if config.engine.name == "vllm":
-        resolve_model(config.engine.model)  # a missing model path fails here
-        if config.sampling.extra:
-            from solver.engines.vllm_async import check_sampling_extra
-
-            check_sampling_extra(config.sampling.extra)
-    if config.engine.name == "openai" and not config.engine.endpoints:
-        raise ConfigError("the openai engine needs at least one --endpoint URL")
-    if config.solve.parallel_problems > 1 and (config.budget.total_s or config.budget.cutoff_s):
-        raise ConfigError("a time budget needs solve.parallel_problems = 1 (problems arrive one at a time)")
-    if config.engine.name == "replay" and not config.engine.replay_from:
-        raise ConfigError("the replay engine needs --from RUN_DIR")
-    if config.engine.time_model:
-        from solver.timing.model import load_time_model
-
-        load_time_model(config.engine.time_model)  # an unknown name fails here, not when a replay first times a turn
 
 
 async def drive(session: RunSession, problems: Sequence[Problem], runner: Runner) -> RunOutcome:
@@ -89,9 +56,8 @@ def local_runner(solver: ProblemSolver, budget: BudgetManager | None = None) -> 
 
         if solver.config.solve.parallel_problems == 1:
             for problem in todo:
-                await one(problem, budget.next_deadline() if budget is not None else None)
-                if budget is not None:
-                    budget.finish_problem()
+                with problem_slot(budget) as slot:
+                    await one(problem, slot.deadline)
         else:
             gate = asyncio.Semaphore(solver.config.solve.parallel_problems)
 
@@ -108,31 +74,23 @@ def local_runner(solver: ProblemSolver, budget: BudgetManager | None = None) -> 
 async def solve_run(config: Config, problems: Sequence[Problem], run_dir: Path, *, resume: bool = False,
                     clock: Clock | None = None, on_event: Callable[[SolveEvent], None] | None = None,
                     engine: Engine | None = None, sandbox: Sandbox | None = None,
-                    session: RunSession | None = None) -> list[ProblemResult]:
+                    session: RunSession | None = None, parts: RunParts | None = None) -> list[ProblemResult]:
     """Solve every problem on this machine, logging each repetition as it finishes; ``resume`` keeps what the
-    log has. ``session`` is the run directory already opened by the caller (it is closed here all the same).
+    log has. ``session`` is the run directory already opened by the caller (it is closed here all the same);
+    ``parts`` what the caller's ``prepare_run`` made of the config (else made here).
 
-    ``engine`` and ``sandbox``, when given, are used as they are and left open (a sweep reuses one engine
-    across runs); otherwise the run builds its own from the config and closes them at the end (a replay with
-    ``engine.replay_outputs``: the replay engine and a sandbox that gives back the recorded outputs).
+    The solver comes from a :class:`SolverSession`: over ``engine`` and ``sandbox`` when given (used as they are
+    and left open: a sweep reuses one engine across runs), else over the parts the config names, opened here and
+    closed at the end (for ``engine.replay_outputs``, the replay engine and the recorded outputs).
     """
     clock = clock or SystemClock()
     if session is None:
         session = await asyncio.to_thread(RunSession.open, run_dir, config, resume=resume)
     try:
         budget = session.budget(problems, clock)  # from here: the engine's start counts against it
-        async with contextlib.AsyncExitStack() as stack:
-            if engine is None and sandbox is None and config.engine.name == "replay" and config.engine.replay_outputs:
-                from solver.engines.replay import recorded_parts
-
-                engine, sandbox = await stack.enter_async_context(recorded_parts(config))
-            if engine is not None and sandbox is not None:
-                solver = ProblemSolver(config, engine, sandbox, clock=clock, on_repetition=session.record,
-                                       on_event=on_event)
-            else:
-                opened = SolverSession(config, clock=clock, on_repetition=session.record, on_event=on_event)
-                solver = (await stack.enter_async_context(opened)).solver
-            outcome = await drive(session, problems, local_runner(solver, budget))
+        async with SolverSession(config, clock=clock, on_repetition=session.record, on_event=on_event,
+                                 engine=engine, sandbox=sandbox, parts=parts) as opened:
+            outcome = await drive(session, problems, local_runner(opened.solver, budget))
         return outcome.results
     finally:
         session.close()

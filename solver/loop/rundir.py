@@ -15,7 +15,7 @@ from pathlib import Path
 
 from solver.core.clock import SystemClock
 from solver.config import Config
-from solver.core.budget import BudgetManager
+from solver.core.budget import BudgetManager, budget_for
 from solver.files import atomic_write
 from solver.runlog import LOG_NAME, RunLog, RunRecords
 from solver.types import Clock, Problem, ProblemResult, Repetition
@@ -25,8 +25,7 @@ REPORT_NAME = "report.md"
 
 
 class RunSession:
-    """One session of a run over its directory: ``create`` a new run, or ``resume`` one (its decided problems
-    and finished repetitions kept), then ``close``."""
+    """One session of a run over its directory: ``open`` a new run or resume one, then ``close``."""
 
     def __init__(self, log: RunLog, config: Config, *, created: bool) -> None:
         self.log = log
@@ -34,20 +33,19 @@ class RunSession:
         self.created = created  # this session made the directory (a failed start may remove it)
 
     @classmethod
-    def create(cls, run_dir: Path, config: Config) -> RunSession:
+    def open(cls, run_dir: Path, config: Config | None = None, *, resume: bool = False,
+             records: RunRecords | None = None) -> RunSession:
+        """The one way a run directory is opened: created for ``config`` (a new run), or with ``resume``
+        continued with the config it saved (its decided problems and finished repetitions kept; ``records`` is that
+        run as the caller has just read it, if it has). A ``LogError`` (one line) when it cannot be."""
         run_dir = Path(run_dir)
+        if resume:
+            log, saved = RunLog.resume(run_dir, records)
+            return cls(log, saved, created=False)
+        if config is None:
+            raise ValueError("a new run directory needs the run's config")
         existed = run_dir.exists()
         return cls(RunLog.create(run_dir, config), config, created=not existed)
-
-    @classmethod
-    def resume(cls, run_dir: Path, records: RunRecords | None = None) -> RunSession:
-        """Continue the run in ``run_dir``; ``records`` is that run as the caller has just read it, if it has."""
-        log, config = RunLog.resume(Path(run_dir), records)
-        return cls(log, config, created=False)
-
-    @classmethod
-    def open(cls, run_dir: Path, config: Config, *, resume: bool) -> RunSession:
-        return cls.resume(run_dir) if resume else cls.create(run_dir, config)
 
     @property
     def run_dir(self) -> Path:
@@ -77,12 +75,9 @@ class RunSession:
     def budget(self, problems: Sequence[Problem], clock: Clock | None = None) -> BudgetManager | None:
         """The time budget of the problems left, or None when the config sets none: a resumed run keeps the time
         its earlier sessions spent and the problems they decided."""
-        cfg = self.config.budget
-        if not (cfg.total_s or cfg.cutoff_s):
-            return None
         decided = self.log.results()
-        return BudgetManager(cfg, clock or SystemClock(), spent_s=self.log.spent_s,
-                             done=sum(p.id in decided for p in problems))
+        return budget_for(self.config.budget, clock or SystemClock(), spent_s=self.log.spent_s,
+                          done=sum(p.id in decided for p in problems))
 
     # -- writing (each call fsyncs: off the event loop) --
 

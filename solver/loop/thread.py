@@ -12,7 +12,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
@@ -48,8 +48,9 @@ class LoopThread:
     >>> loop.close()
     """
 
-    def __init__(self, name: str = "solver-loop") -> None:
-        self._loop = asyncio.new_event_loop()
+    def __init__(self, name: str = "solver-loop",
+                 loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None) -> None:
+        self._loop = (loop_factory or asyncio.new_event_loop)()
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
 

@@ -251,16 +251,16 @@ async def _collect(stream):
 
 
 def test_missing_harmony_vocabulary_is_a_one_line_error_before_the_run(tmp_path, monkeypatch):
-    from solver.loop.run import check_runnable
+    from solver.loop.parts import prepare_run
 
     monkeypatch.setenv("SOLVER_CACHE", str(tmp_path))
     monkeypatch.delenv("TIKTOKEN_ENCODINGS_BASE", raising=False)
     with pytest.raises(ConfigError, match="needs its vocabulary offline") as caught:
-        check_runnable(config(**{"engine.name": "replay", "engine.replay_from": ["x"]}))
+        prepare_run(config(**{"engine.name": "replay", "engine.replay_from": ["x"]}))
     assert "\n" not in str(caught.value)
     monkeypatch.setenv("TIKTOKEN_ENCODINGS_BASE", str(tmp_path))
     with pytest.raises(ConfigError, match="holds no o200k_base.tiktoken"):
-        check_runnable(config(**{"engine.name": "replay", "engine.replay_from": ["x"]}))
+        prepare_run(config(**{"engine.name": "replay", "engine.replay_from": ["x"]}))
 
 
 def test_vocabulary_is_unpacked_from_bpe_openai_with_its_checksum(tmp_path):

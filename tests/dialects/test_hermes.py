@@ -81,8 +81,8 @@ def test_hermes_needs_a_tokenizer_whose_template_renders_tools(tokenizer):
 
 
 def test_qwen3_preset_on_a_model_whose_template_ignores_tools_is_a_one_line_error_before_the_run():
-    from solver.loop.run import check_runnable
+    from solver.loop.parts import prepare_run
 
     with pytest.raises(ConfigError, match="does not render tools") as caught:
-        check_runnable(load_config("qwen3"))  # no --model: the tiny model, whose template has no tools
+        prepare_run(load_config("qwen3"))  # no --model: the tiny model, whose template has no tools
     assert "\n" not in str(caught.value)

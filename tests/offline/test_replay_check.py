@@ -73,9 +73,9 @@ def a_cutting_budget(pools, config, model) -> float:
     best, clearance = None, -1.0
     for cap in np.linspace(5.0, max(max(e) for e in ends.values()), 400):
         trial = config.replace({"budget.max_s": float(cap), "budget.total_s": 10 * float(cap)})
-        run = simulated_run(prepare(pools, [trial.vote.voter], trial, None), trial, model,
+        day = simulated_run(prepare(pools, [trial.vote.voter], trial, None), trial, model,
                             {p.problem.id: [0, 1, 2] for p in pools})
-        cut = [(p.problem.id, allotted) for p, (allotted, o) in zip(pools, run) if o.stopped_by == "deadline"]
+        cut = [(p.problem.id, s.allotted_s) for p, s in zip(pools, day.problems) if s.played.stopped_by == "deadline"]
         if not cut:
             continue
         margin = min(min(abs(allotted - t) / allotted for t in ends[pid]) for pid, allotted in cut)

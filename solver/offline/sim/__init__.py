@@ -2,7 +2,8 @@
 
 - ``plans``: recordings cut to a config's limits, and each attempt's turns as the time model plays them;
 - ``pools``: a run log's problems as pools of ballots, seconds, tokens and plans;
-- ``play``: one problem played on one ordered draw, each finish an event of the loop's ``ProblemState``;
+- ``play``: one problem played on one ordered draw, each finish an event of the loop's ``ProblemState``, and a
+  simulated day of them, each under the deadline the budget gives it (``simulated_day``);
 - ``trials``: whole leaderboard runs of every setting on common random draws; ``bias``: the bootstrap's bias;
 - ``simulate``: the request, the report; ``summary``: a setting's scores; ``calibration``: simulated against
   held-out real runs; ``replay_check``: the simulator against the pipeline replaying the same draws;
@@ -12,7 +13,8 @@ Outsiders import from here; the modules behind it are this package's own.
 """
 
 from solver.offline.sim.output import calibration_lines, markdown, summary_rows, timing_text, write_outputs
-from solver.offline.sim.play import Played, play, play_on
+from solver.offline.sim.play import (Played, PlayedSlot, ProblemDraw, SimulatedDay, fixed_rounds, play, play_on,
+                                     simulated_day)
 from solver.offline.sim.plots import (plot_accuracy_vs_reps, plot_score_distributions, pyplot, save_figure,
                                       zoom_accuracy)
 from solver.offline.sim.pools import Prepared, ProblemPool, SimulationError, load_pools, prepare
@@ -21,8 +23,9 @@ from solver.offline.sim.simulate import SimulationReport, SimulationRequest, loa
 from solver.offline.sim.summary import Summary
 from solver.offline.sim.trials import Setting
 
-__all__ = ["Played", "Prepared", "ProblemCheck", "ProblemPool", "ReplayCheck", "Setting", "SimulationError",
-           "SimulationReport", "SimulationRequest", "Summary", "calibration_lines", "check_replay", "load",
-           "load_pools", "markdown", "play", "play_on", "plot_accuracy_vs_reps", "plot_score_distributions",
-           "prepare", "pyplot", "save_figure", "simulate", "simulate_pools", "simulated_run", "summary_rows",
-           "timing_text", "validate", "write_outputs", "zoom_accuracy"]
+__all__ = ["Played", "PlayedSlot", "Prepared", "ProblemCheck", "ProblemDraw", "ProblemPool", "ReplayCheck", "Setting",
+           "SimulatedDay", "SimulationError", "SimulationReport", "SimulationRequest", "Summary",
+           "calibration_lines", "check_replay", "fixed_rounds", "load", "load_pools", "markdown", "play", "play_on",
+           "plot_accuracy_vs_reps", "plot_score_distributions", "prepare", "pyplot", "save_figure", "simulate",
+           "simulate_pools", "simulated_day", "simulated_run", "summary_rows", "timing_text", "validate",
+           "write_outputs", "zoom_accuracy"]

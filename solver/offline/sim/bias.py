@@ -19,8 +19,6 @@ problem is in (K of the P recorded): the score the bootstrap adds (negative: tak
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
-
 import numpy as np
 
 from solver.config import Config
@@ -52,9 +50,7 @@ def bootstrap_biases(prepared: Sequence[Prepared], settings: Sequence[Setting], 
 def _bias(prepared: Sequence[Prepared], setting: Setting, config: Config, problems: int, grade: ProblemGrader,
           seed: int) -> float:
     length, workers = setting.draws, setting.workers
-    rules = Rules.build(replace(config.vote, voter=setting.voter), config.answers,
-                        replace(config.stop, stoppers=setting.stoppers), setting.reps, setting.retry,
-                        config.solve.retry_below)
+    rules = Rules.of(setting.config(config))
 
     def rounds(first: int, start: float) -> Timeline:
         return fixed_timeline([1.0] * (length - first), workers, None, start)

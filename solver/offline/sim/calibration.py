@@ -8,10 +8,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from solver.config import Config
-from solver.core.stopping import make_stopper
-from solver.core.voting import make_voter
-from solver.core.state import StopTable
-from solver.offline.sim.play import play
+from solver.core.state import Rules
+from solver.offline.sim.play import fixed_rounds, play_on
 from solver.offline.sim.pools import Prepared, SimulationError
 from solver.offline.sim.trials import Draw, ProblemGrader, Setting, draw_indices
 
@@ -47,8 +45,7 @@ def calibrate(prepared: Sequence[Prepared], setting: Setting, config: Config, *,
         raise SimulationError(f"calibration with {n} repetitions needs at least {2 * n} recorded per problem; "
                               f"the smallest problem has {smallest}")
     rng = np.random.default_rng([seed, 7919])
-    voter = make_voter(replace(config.vote, voter=setting.voter), config.answers)
-    stopper = StopTable(make_stopper(replace(config.stop, stoppers=setting.stoppers), n))
+    rules = Rules.of(replace(setting, retry=0).config(config))  # real runs of n repetitions: no second round
     grade = ProblemGrader(config.answers)
     held: list[float] = []
     simulated: list[float] = []
@@ -57,8 +54,8 @@ def calibrate(prepared: Sequence[Prepared], setting: Setting, config: Config, *,
         score = 0
         for prep, idx in parts:
             b = prep.ballots[setting.voter]
-            result = play([b[i] for i in idx], prep.seconds[idx], prep.tokens[idx], voter=voter, stopper=stopper,
-                          default=config.answers.default, workers=setting.workers)
+            result = play_on([b[i] for i in idx], fixed_rounds(prep.seconds[idx], prep.tokens[idx], setting.workers),
+                             rules, setting.workers)
             score += grade(prep.problem, result.answer)
         return float(score)
 

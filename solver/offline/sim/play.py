@@ -6,14 +6,21 @@ When each repetition starts and ends comes from a timeline (``solver.timing.time
 seconds (``fixed_timeline``), or the attempts sharing an engine under its time model (``engine_timeline``). A stop
 only cancels, so a timeline made without stops holds up to any stop; a second round (``solve.retry_reps``, the
 state extends its limit when a round ends inconclusive) gets a timeline of its own, from the round's end.
+
+:func:`simulated_day` plays a whole day of problems, one after another, each under the deadline the budget gives it
+(``solver.core.budget.problem_slot``, as the solve loop's runner and the Kaggle predictor take theirs): what the
+trials play many times over and the replay check once.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from solver.config import Config
+from solver.core.budget import budget_for, problem_slot
+from solver.core.clock import SimulatedClock, remaining
 from solver.core.state import ProblemState, Rules, StopTable
 from solver.core.stopping import make_stopper  # noqa: F401 - doctests
 from solver.core.voting import make_voter  # noqa: F401 - doctests
@@ -54,11 +61,17 @@ def play(ballots: Sequence[Ballot | None], seconds: Sequence[float], tokens: Seq
     if workers < 1:
         raise ValueError(f"play needs at least one worker, got {workers}")
     table = stopper if isinstance(stopper, StopTable) else StopTable(stopper)
+    return play_on(ballots, fixed_rounds(seconds, tokens, workers), Rules(voter, table, default, len(ballots)),
+                   workers, deadline_s)
+
+
+def fixed_rounds(seconds: Sequence[float], tokens: Sequence[float] | None, workers: int) -> Rounds:
+    """Each repetition of a draw taking its own ``seconds`` (``fixed_timeline``), a round from its start."""
 
     def rounds(first: int, start: float) -> Timeline:
-        return fixed_timeline(seconds[first:], workers, tokens[first:], start)
+        return fixed_timeline(seconds[first:], workers, None if tokens is None else tokens[first:], start)
 
-    return play_on(ballots, rounds, Rules(voter, table, default, len(ballots)), workers, deadline_s)
+    return rounds
 
 
 def play_on(ballots: Sequence[Ballot | None], rounds: Rounds, rules: Rules, workers: int,
@@ -108,3 +121,56 @@ def play_on(ballots: Sequence[Ballot | None], rounds: Rounds, rules: Rules, work
         used_tokens += tokens * ((now - start) / span if span > 0 else 0.0)
     assert state.stopped_by is not None
     return Played(state.answer(), state.finished, state.launched, now, used_tokens, state.stopped_by)
+
+
+@dataclass(frozen=True)
+class ProblemDraw:
+    """One problem of a simulated day: its ballots in launch order (at least as many as its rules may launch; a
+    shorter draw lowers its limit) and the timelines of its repetitions."""
+
+    ballots: Sequence[Ballot | None]
+    rounds: Rounds
+
+
+@dataclass(frozen=True)
+class PlayedSlot:
+    """One problem of a simulated day: the seconds its slot allotted (None without a budget) and how it played."""
+
+    allotted_s: float | None
+    played: Played
+
+
+@dataclass(frozen=True)
+class SimulatedDay:
+    problems: tuple[PlayedSlot, ...]  # in the order played
+    seconds: float  # the whole day on the simulated clock, the engine's start included
+
+
+def simulated_day(config: Config, problems: Iterable[ProblemDraw], *, rules: Rules | None = None,
+                  start_s: float = 0.0) -> SimulatedDay:
+    """A day on the simulated clock: the budget ``config.budget`` sets starts at 0, the engine's start
+    (``start_s``) is spent inside it, then each problem in order takes its slot (``problem_slot``), is played under
+    its deadline with ``config.solve.workers`` in flight (:func:`play_on`), and the clock moves on by the seconds it
+    took. ``rules`` are ``Rules.of(config)``, passed when the caller shares them (their stop table) between days.
+
+    >>> config = Config().replace({"solve.reps": 2, "solve.workers": 2, "budget.total_s": 10.0, "budget.problems": 2,
+    ...                            "budget.min_s": 1.0, "budget.max_s": 6.0, "budget.reserve_s": 0.0})
+    >>> def draw(seconds):
+    ...     return ProblemDraw([Ballot("1"), Ballot("1")], lambda first, start: fixed_timeline(seconds, 2, None, start))
+    >>> day = simulated_day(config, [draw([3.0, 8.0]), draw([1.0, 2.0])])
+    >>> [(p.allotted_s, p.played.stopped_by, p.played.seconds) for p in day.problems], day.seconds
+    ([(6.0, 'deadline', 6.0), (4.0, 'max_reps', 2.0)], 8.0)
+    """
+    clock = SimulatedClock(0.0)
+    budget = budget_for(config.budget, clock)
+    clock.advance(start_s)
+    rules = rules if rules is not None else Rules.of(config)
+    workers = config.solve.workers
+    out = []
+    for problem in problems:
+        limit = rules.with_limit(len(problem.ballots)) if len(problem.ballots) < rules.max_repetitions else rules
+        with problem_slot(budget) as slot:
+            played = play_on(problem.ballots, problem.rounds, limit, workers, remaining(clock, slot.deadline))
+            clock.advance(played.seconds)
+        out.append(PlayedSlot(slot.allotted_s, played))
+    return SimulatedDay(tuple(out), clock.now())

@@ -18,11 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from solver.core.clock import SimulatedClock
 from solver.config import BudgetConfig, Config
-from solver.core.budget import BudgetManager
-from solver.core.state import Rules
-from solver.offline.sim.play import Played, play_on
+from solver.offline.sim.play import Played, ProblemDraw, SimulatedDay, simulated_day
 from solver.offline.sim.pools import Prepared, ProblemPool, prepare
 from solver.timing.model import EngineTimeModel
 from solver.timing.timeline import Timeline, engine_timeline
@@ -79,32 +76,22 @@ class ReplayCheck:
 
 
 def simulated_run(prepared: Sequence[Prepared], config: Config, model: EngineTimeModel,
-                  draws: Mapping[str, Sequence[int]]) -> list[tuple[float | None, Played]]:
-    """The simulator's prediction: each problem in order, its allotment and outcome."""
-    clock = SimulatedClock(0.0)
-    budget = BudgetManager(config.budget, clock) if config.budget.total_s or config.budget.cutoff_s else None
-    rules, workers, reps = Rules.of(config), config.solve.workers, config.solve.reps
-    out = []
-    for prep in prepared:
+                  draws: Mapping[str, Sequence[int]]) -> SimulatedDay:
+    """The simulator's prediction: the day (``simulated_day``) of ``prepared``'s problems in order, each on its
+    draw, timed by ``model`` (its start counted, as the trials count it)."""
+    workers, reps = config.solve.workers, config.solve.reps
+
+    def problem(prep: Prepared) -> ProblemDraw:
         idx = list(draws[prep.problem.id])
 
-        def rounds(first: int, start: float, prep: Prepared = prep, idx: list[int] = idx) -> Timeline:
+        def rounds(first: int, start: float) -> Timeline:
             chosen = idx[first:] if first else idx[:reps]
             return engine_timeline([prep.plans[i] for i in chosen], workers, model, start)
 
-        allotted = None
-        deadline = None
-        if budget is not None:
-            absolute = budget.next_deadline()
-            deadline = None if absolute is None else absolute - clock.now()
-            allotted = deadline
         ballots = prep.ballots[config.vote.voter]
-        outcome = play_on([ballots[i] for i in idx], rounds, rules, workers, deadline)
-        clock.advance(outcome.seconds)
-        if budget is not None:
-            budget.finish_problem()
-        out.append((allotted, outcome))
-    return out
+        return ProblemDraw([ballots[i] for i in idx], rounds)
+
+    return simulated_day(config, map(problem, prepared), start_s=model.start_s)
 
 
 def scaled_budget(budget: BudgetConfig, scale: float) -> BudgetConfig:
@@ -149,7 +136,7 @@ def check_replay(pools: Sequence[ProblemPool], config: Config, model: EngineTime
     with tempfile.TemporaryDirectory(prefix="replay-check-") as tmp:
         results = replayed_run(pools, config, model, draws, time_scale, run_dir or Path(tmp) / "run")
     by_id = {r.problem_id: r for r in results}
-    checks = [ProblemCheck(prep.problem.id, tuple(draws[prep.problem.id]), allotted, outcome,
+    checks = [ProblemCheck(prep.problem.id, tuple(draws[prep.problem.id]), slot.allotted_s, slot.played,
                            by_id[prep.problem.id], by_id[prep.problem.id].duration_s / time_scale)
-              for prep, (allotted, outcome) in zip(prepared, predicted)]
+              for prep, slot in zip(prepared, predicted.problems)]
     return ReplayCheck(model.name, time_scale, config.budget, checks)

@@ -182,7 +182,7 @@ def simulate_pools(req: SimulationRequest, pools: list[ProblemPool], config: Con
         prepared = prepare(pools, voters, config, req.tokens_per_s)
     except ConfigError as exc:
         raise SimulationError(str(exc)) from exc
-    plan = Plan(prepared, settings, config.vote, config.answers, config.stop, config, k, req.draw, model)
+    plan = Plan(prepared, settings, config, k, req.draw, model)
     longest = max(s.draws for s in settings)
     if req.draw == "subset" and longest > min(sizes):
         raise SimulationError(f"a problem has only {min(sizes)} recorded repetitions; subset draws of "

@@ -23,11 +23,9 @@ from typing import Literal
 
 import numpy as np
 
-from solver.core.clock import SimulatedClock
-from solver.config import AnswerConfig, Config, StopConfig, VoteConfig
-from solver.core.budget import BudgetManager
+from solver.config import AnswerConfig, Config
 from solver.core.state import Rules
-from solver.offline.sim.play import Rounds, play_on
+from solver.offline.sim.play import ProblemDraw, Rounds, simulated_day
 from solver.offline.sim.pools import Prepared, SimulationError
 from solver.report import Grader
 from solver.timing.model import EngineTimeModel
@@ -79,6 +77,36 @@ class Setting:
                  " banking" if self.banking else ""]
         return "".join(parts)
 
+    def config(self, base: Config, problems: int | None = None) -> Config:
+        """``base`` with what this setting decides laid over it: the voter, the stoppers, the repetitions of both
+        rounds, the workers and the budget (its total, the clamp, banking and, given, the ``problems`` it is shared
+        among; none at all when ``budget_s`` is None). That is the config a run of the setting would have: its rules
+        are ``Rules.of`` it and its budget is its ``budget`` section, as in the running loop.
+
+        >>> c = Setting(6, "majority", ("agree:3",), 2, 600.0, 4, (60.0, 300.0)).config(Config(), 10)
+        >>> c.solve.reps, c.solve.retry_reps, c.stop.stoppers, c.budget.total_s, c.budget.problems, c.budget.max_s
+        (6, 4, ('agree:3',), 600.0, 10, 300.0)
+        >>> Setting(6, "majority", (), 2).config(Config().replace({"budget.cutoff_s": 60})).budget.cutoff_s is None
+        True
+        """
+        # Section by section (each validates itself): Config.replace would parse the whole config again, ~2 ms.
+        if self.budget_s is None:
+            budget = replace(base.budget, total_s=None, cutoff_s=None)
+        else:
+            budget = replace(base.budget, total_s=self.budget_s, banking=self.banking,
+                             problems=base.budget.problems if problems is None else problems)
+            if self.clamp is not None:
+                budget = replace(budget, min_s=self.clamp[0], max_s=self.clamp[1])
+        return replace(base, vote=replace(base.vote, voter=self.voter), stop=replace(base.stop, stoppers=self.stoppers),
+                       solve=replace(base.solve, reps=self.reps, retry_reps=self.retry, workers=self.workers),
+                       budget=budget)
+
+    @property
+    def rules_key(self) -> tuple[str, tuple[str, ...], int, int]:
+        """What of the setting its rules depend on (settings that differ only in workers or budget share rules,
+        and so one stop table)."""
+        return self.voter, self.stoppers, self.reps, self.retry
+
     @property
     def stop_label(self) -> str:
         """The stoppers as every table and plot names them.
@@ -107,10 +135,7 @@ class Plan:
 
     prepared: list[Prepared]
     settings: list[Setting]
-    vote: VoteConfig
-    answers: AnswerConfig
-    stop: StopConfig
-    config: Config  # its budget section is used by budgeted settings (total_s and problems replaced)
+    config: Config  # the runs' config: each setting is laid over it (``Setting.config``)
     problems: int  # K
     draw: Draw
     model: EngineTimeModel | None = None  # None: each repetition's recorded seconds
@@ -253,30 +278,20 @@ class Timelines:
                         tuple(found.tokens[j] for j in back))
 
 
-def _budget(plan: Plan, setting: Setting, clock: SimulatedClock) -> BudgetManager | None:
-    if setting.budget_s is None:
-        return None
-    budget = replace(plan.config.budget, total_s=setting.budget_s, problems=plan.problems, banking=setting.banking)
-    if setting.clamp is not None:
-        budget = replace(budget, min_s=setting.clamp[0], max_s=setting.clamp[1])
-    return BudgetManager(budget, clock)
-
-
 def run_chunk(plan: Plan, trials: int, seed: Sequence[int]) -> ChunkResult:
-    """``trials`` leaderboard runs of every setting on shared draws from ``np.random.default_rng(seed)``."""
+    """``trials`` leaderboard runs of every setting on shared draws from ``np.random.default_rng(seed)``: each a
+    simulated day (``simulated_day``) of the setting's config over the trial's problems."""
     rng = np.random.default_rng(list(seed))
     s_count = len(plan.settings)
     shape = (s_count, trials)
     out = ChunkResult(*(np.zeros(shape) for _ in ChunkResult.ARRAYS), stops=[Counter() for _ in range(s_count)],
                       right=np.zeros((s_count, len(plan.prepared))), drawn=np.zeros(len(plan.prepared)))
-    grade = ProblemGrader(plan.answers)
-    rules = {}
-    for s in plan.settings:
-        key = (s.voter, s.stoppers, s.reps, s.retry)
-        if key not in rules:
-            rules[key] = Rules.build(replace(plan.vote, voter=s.voter), plan.answers,
-                                     replace(plan.stop, stoppers=s.stoppers), s.reps, s.retry,
-                                     plan.config.solve.retry_below)
+    grade = ProblemGrader(plan.config.answers)
+    configs = [s.config(plan.config, plan.problems) for s in plan.settings]
+    rules: dict[tuple[str, tuple[str, ...], int, int], Rules] = {}
+    for s, config in zip(plan.settings, configs):
+        if s.rules_key not in rules:
+            rules[s.rules_key] = Rules.of(config)
     timelines = Timelines(plan)
     start_s = plan.model.start_s if plan.model is not None else 0.0
     k = plan.problems
@@ -285,28 +300,16 @@ def run_chunk(plan: Plan, trials: int, seed: Sequence[int]) -> ChunkResult:
         key = int(rng.integers(2**62))
         draws = [Draws(key, int(p), len(plan.prepared[p].seconds), plan.draw) for p in order]
         out.drawn[order] += 1
-        for s_index, setting in enumerate(plan.settings):
-            clock = SimulatedClock(0.0)
-            manager = _budget(plan, setting, clock)
-            clock.advance(start_s)  # the engine starts once, inside the run's time
-            rule = rules[(setting.voter, setting.stoppers, setting.reps, setting.retry)]
+        for s_index, (setting, config) in enumerate(zip(plan.settings, configs)):
+            picks = [draw.take(setting.draws)[0] for draw in draws]
+            day = simulated_day(config, (ProblemDraw([plan.prepared[p].ballots[setting.voter][i] for i in idx],
+                                                     timelines.rounds(int(p), idx, setting.reps, setting.workers))
+                                         for p, idx in zip(order, picks)),
+                                rules=rules[setting.rules_key], start_s=start_s)
             score, fin, lau, tok, sec, cut, boot, retried = 0, 0, 0, 0.0, 0.0, 0, 0, 0
-            for p, draw in zip(order, draws):
-                prep = plan.prepared[p]
-                idx, _ = draw.take(setting.draws)
-                ballots = prep.ballots[setting.voter]
-                deadline = None
-                if manager is not None:
-                    absolute = manager.next_deadline()
-                    deadline = None if absolute is None else absolute - clock.now()
-                limit = rule.with_limit(min(setting.reps, len(idx))) if len(idx) < setting.reps else rule
-                result = play_on([ballots[i] for i in idx], timelines.rounds(int(p), idx, setting.reps,
-                                                                             setting.workers),
-                                 limit, setting.workers, deadline)
-                clock.advance(result.seconds)
-                if manager is not None:
-                    manager.finish_problem()
-                right = grade(prep.problem, result.answer)
+            for p, draw, slot in zip(order, draws, day.problems):
+                result = slot.played
+                right = grade(plan.prepared[p].problem, result.answer)
                 score += right
                 out.right[s_index, p] += right
                 fin += result.finished
@@ -317,7 +320,7 @@ def run_chunk(plan: Plan, trials: int, seed: Sequence[int]) -> ChunkResult:
                 boot += result.launched > draw.available or draw.draw == "bootstrap"  # a drawn-again one ran
                 retried += result.launched > setting.reps
                 out.stops[s_index][result.stopped_by] += 1
-            row = (score, fin / k, lau / k, tok / k, sec / k, clock.now(), cut, boot, retried)
+            row = (score, fin / k, lau / k, tok / k, sec / k, day.seconds, cut, boot, retried)
             for name, value in zip(ChunkResult.ARRAYS, row):
                 getattr(out, name)[s_index, t] = value
     return out
