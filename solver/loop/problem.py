@@ -21,7 +21,7 @@ from solver.dialects import make_dialect
 from solver.loop.parts import RunParts
 from solver.loop.repetition import Activity, run_repetition
 from solver.core.confidence import confidence_threshold
-from solver.core.state import ProblemState, Rules, cast
+from solver.core.state import ProblemState, Rules, cast  # noqa: F401 - Rules: doctests
 from solver.types import Clock, Engine, Problem, ProblemResult, Repetition, Sandbox
 
 log = logging.getLogger(__name__)
