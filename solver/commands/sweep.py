@@ -22,7 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("data", nargs="?", help="problem set: CSV, JSONL or a bundled name (e.g. demo)")
     parser.add_argument("--spec", type=Path, default=None,
                         help="a sweep YAML (e.g. evaluation/sweeps/demo.yaml); flags override its keys")
-    parser.add_argument("--out", type=Path, required=True, help="sweep directory (runs/ and results)")
+    parser.add_argument("--out", type=Path, default=None, help="sweep directory (runs/ and results); required "
+                                                                "unless --check")
     parser.add_argument("--reps", default=None, help="repetition counts, e.g. 4,8,16")
     parser.add_argument("--workers", default=None, help="repetitions in flight, e.g. 2,4,8")
     parser.add_argument("--temperature", default=None, help="sampling temperatures, e.g. 0.6,0.8")
@@ -49,6 +50,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                       help="the time model's layout, e.g. tp1, tp2 (default: from the engine arguments)")
     plan.add_argument("--time-model", dest="time_model", default=None,
                       help="solver/timing/data name or .yaml (default: engine.time_model, else h100-gptoss)")
+    plan.add_argument("--check", type=Path, nargs="+", default=None, metavar="RUN_DIR",
+                      help="instead of a sweep: play measured runs' own attempts as --plan does and compare with their "
+                           "measured time (exit 1 when one is off by more than 10 %%); runs without a stopping rule")
     add_base_config_arguments(parser)
     add_cluster_arguments(parser)
     parser.set_defaults(func=run)
@@ -104,7 +108,25 @@ def plan(args: argparse.Namespace, spec: Any, base: Any, problems: Any) -> int:
     return 0
 
 
+def check(args: argparse.Namespace) -> int:
+    """``--check RUN_DIR...``: each run's estimate against its measured solve time."""
+    from solver.offline.sweep import check_run
+
+    missed = 0
+    for run_dir in args.check:
+        result = check_run(run_dir, time_model=args.time_model, layout=args.layout, gpus=args.gpus)
+        print(result.line())
+        missed += not result.within
+    return 1 if missed else 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.check:
+        return check(args)
+    if args.out is None:
+        from solver.commands.common import fail
+
+        return fail("--out DIR is required")
     from solver.config import load_config
     from solver.datasets import load_problems
     from solver.offline.sweep import run_sweep

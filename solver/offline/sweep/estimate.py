@@ -16,7 +16,7 @@ The parts:
   layout's ``replica_time_scale`` when there are several; the engine start is the layout's ``start_s``, once for a
   cluster sweep (its actors are kept from run to run), once per run otherwise (each run starts its own engine).
 
-The check (``check_run``, ``python -m solver.offline.sweep.estimate RUN_DIR``) plays a finished run's own recorded
+The check (``check_run``, ``solver sweep --check RUN_DIR``) plays a finished run's own recorded
 attempts the same way and compares with the run's measured solve time (its first repetition's start to its last
 repetition's end: the engine start is not in it). It suits runs without a stopping rule (sweep generation runs, the
 layout benchmark's runs), where every attempt ran to its end.
@@ -24,16 +24,13 @@ layout benchmark's runs), where every attempt ran to its end.
 
 from __future__ import annotations
 
-import argparse
 import heapq
 import json
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from solver.config import Config, ConfigError
-from solver.errors import BadInput
+from solver.config import Config
 from solver.offline.sweep.runs import plan_runs
 from solver.offline.sweep.spec import SweepError, SweepSpec
 from solver.timing.model import EngineTimeModel, layout_name, load_time_model
@@ -156,10 +153,20 @@ def _duration(seconds: float) -> str:
     return f"{h} h {m:02d} min {s:02d} s" if h else f"{m} min {s:02d} s"
 
 
+UNLIMITED = 1 << 40  # a limit no recording reaches
+
+
+def as_run(config: Config) -> Config:
+    """``config`` with no limit on a repetition's turns and tokens: the recording as it ran (a run's own attempts,
+    for the check), not as another config would cut it."""
+    return config.replace({"sampling.max_tokens": UNLIMITED, "sampling.max_total_tokens": UNLIMITED,
+                           "sampling.max_turns": UNLIMITED, "engine.args.max_model_len": None})
+
+
 def plans_of(repetitions: dict[str, list[Repetition]], problems: Sequence[Problem],
              config: Config) -> dict[str, list[AttemptPlan]]:
-    """Per problem id, its recorded repetitions as the engine serves them under ``config``'s limits, in index
-    order (``solver.offline.sim.prepare``)."""
+    """Per problem id, its recorded repetitions as the engine serves them under ``config``'s limits (``as_run``:
+    none), in index order (``solver.offline.sim.prepare``)."""
     from solver.offline.sim import ProblemPool, prepare
 
     by_id = {p.id: p for p in problems}
@@ -297,34 +304,7 @@ def check_run(run_dir: Path, *, time_model: str | None = None, layout: str | Non
         gpus = (engines_in(Path(run_dir)) or 1) * model.layout(name).gpus
     hardware = Hardware.of(model, name, gpus)
     order = [p for p in records.problems if p.id in finished] or [Problem(pid, "") for pid in finished]
-    shapes = plans_of(finished, order, config)
+    shapes = plans_of(finished, order, as_run(config))
     attempts = [shapes.get(p.id, []) for p in order]
     _, predicted = run_seconds(attempts, config.solve.workers, config.solve.parallel_problems, hardware)
     return RunCheck(str(run_dir), hardware, len(order), len(reps), predicted, measured)
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m solver.offline.sweep.estimate",
-                                     description="Check the sweep's time estimate against measured runs: each run's "
-                                                 "own attempts played on the engine time model of its layout.")
-    parser.add_argument("runs", nargs="+", type=Path, help="run directories (no stopping rule: every attempt ran)")
-    parser.add_argument("--time-model", default=None, help="a name in solver/timing/data or a .yaml file (default: "
-                                                           "the run's engine.time_model, else h100-gptoss)")
-    parser.add_argument("--layout", default=None, help="e.g. tp1, tp2 (default: from the run's engine arguments)")
-    parser.add_argument("--gpus", type=int, default=None, help="GPUs of the run (default: its engines x the "
-                                                               "layout's GPUs)")
-    args = parser.parse_args(argv)
-    missed = 0
-    for run_dir in args.runs:
-        try:
-            check = check_run(run_dir, time_model=args.time_model, layout=args.layout, gpus=args.gpus)
-        except (BadInput, ConfigError) as exc:
-            print(f"estimate: error: {exc}", file=sys.stderr)
-            return 2
-        print(check.line())
-        missed += not check.within
-    return 1 if missed else 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
