@@ -68,6 +68,36 @@ def actor_cache_root(name: str, environ: Mapping[str, str]) -> str:
     return str(Path(base) / name)
 
 
+COMPILE_CACHE = "torch_compile_cache"  # vLLM's torch.compile artefacts under VLLM_CACHE_ROOT
+
+
+def seed_compile_cache(base: Path, own: Path) -> bool:
+    """Copy the shared folder's compiled artefacts into an actor's own folder the first time it is used, so the
+    actor's engine starts warm where an engine of the same settings compiled before (gpt-oss-120b on an H100: 95 s
+    warm against 130-157 s cold, NOTES section 8). The copy is the actor's alone: no engine writes into another's.
+    False when there is nothing to copy or the folder is already in use.
+
+    >>> import tempfile
+    >>> root = Path(tempfile.mkdtemp())
+    >>> (root / COMPILE_CACHE / "abc").mkdir(parents=True)
+    >>> seed_compile_cache(root, root / "engine-0"), (root / "engine-0" / COMPILE_CACHE / "abc").is_dir()
+    (True, True)
+    >>> seed_compile_cache(root, root / "engine-0")  # already its own
+    False
+    """
+    source, target = base / COMPILE_CACHE, own / COMPILE_CACHE
+    if own.exists() or not source.is_dir():
+        return False
+    import shutil
+
+    try:
+        shutil.copytree(source, target)
+    except OSError:  # a cache being written as it is copied: the engine compiles what it lacks
+        shutil.rmtree(own, ignore_errors=True)
+        return False
+    return True
+
+
 class EngineDied(RuntimeError):
     """The actor's engine failed for good (vLLM's engine core exited); the actor is unusable."""
 
@@ -110,7 +140,9 @@ class EngineActor:
         holding engine or CUDA state). An engine that cannot start raises, and the driver reports why."""
         # Set here, not in __init__: the engine's processes inherit it (and a test's actor object never starts).
         base = {"VLLM_CACHE_ROOT": self._cache_base} if self._cache_base else {}
-        os.environ["VLLM_CACHE_ROOT"] = actor_cache_root(self.name, {**os.environ, **base})
+        own = actor_cache_root(self.name, {**os.environ, **base})
+        await asyncio.to_thread(seed_compile_cache, Path(own).parent, Path(own))
+        os.environ["VLLM_CACHE_ROOT"] = own
         session = SolverSession(config, on_repetition=self._forward, on_event=self._forward)
         await session.__aenter__()
         self._session = session
