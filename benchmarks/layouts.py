@@ -51,9 +51,9 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))  # the benchmarks import each other as top-level modules
 
-from solver.cluster.actor import EngineActor  # noqa: E402
-from solver.config import Config, ConfigError, load_config, parse_overrides  # noqa: E402
-from solver.files import atomic_write  # noqa: E402
+from solver.cluster.actor import EngineActor
+from solver.config import Config, ConfigError, load_config, parse_overrides
+from solver.files import atomic_write
 
 ENGINE_CORE = "VLLM::EngineCore"  # vLLM's engine core process title (setproctitle), DP ranks add "_DPn"
 
@@ -265,10 +265,6 @@ class LoadActor(EngineActor):
 # -- scaling --
 
 
-SCALING_FLAGS = ("--layouts", "--fault", "--json", "--out", "--time-model", "--timeout", "--child", "--tool-times",
-                 "--result")
-
-
 def scaling_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="layouts.py scaling", add_help=False,
                                      description="The real shape on each layout; every other flag is "
@@ -282,8 +278,15 @@ def scaling_parser() -> argparse.ArgumentParser:
     parser.add_argument("--time-model", default=None, help="for the prediction (default h100-gptoss with --gpu, "
                                                            "else tiny)")
     parser.add_argument("--timeout", type=float, default=580.0, help="seconds per layout's process")
+    parser.add_argument("--probes", default=None, metavar="SEQS",
+                        help="after an in-process layout's run: its KV cache tokens and decode tok/s at these "
+                             "sequence counts, e.g. 1,8,64 (the seed's table, with no engine start of its own)")
+    parser.add_argument("--probe-tokens", default="512,512", metavar="PROMPT,DECODE",
+                        help="the probes' prompt and decoded tokens per sequence (default 512,512)")
+    parser.add_argument("--tool-times", type=Path, default=None,
+                        help="seconds per replayed call from an earlier scaling --json file (the same work as that "
+                             "call, and no time spent measuring them)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--tool-times", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--result", type=Path, default=None, help=argparse.SUPPRESS)
     return parser
 
@@ -305,11 +308,32 @@ def workload(rest: list[str]) -> argparse.Namespace:
     return args
 
 
-def tool_times(args: argparse.Namespace) -> dict[str, float]:
-    """Seconds per replayed call: measured once here (re-executed in our sandbox) or fixed; every layout's
-    process then waits the same."""
-    from attempts import fixed_tool_times, measure_tool_times
+def read_tool_times(path: Path) -> dict[str, float]:
+    """Seconds per call from a scaling --json file (its ``tool_times``) or a plain mapping; BadInput otherwise."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise BadInput(f"--tool-times: cannot read {path}: {str(exc).splitlines()[0]}") from exc
+    times = data.get("tool_times", data) if isinstance(data, dict) else None
+    if not isinstance(times, dict) or not all(isinstance(v, (int, float)) for v in times.values()):
+        raise BadInput(f"--tool-times: {path} holds no seconds per call")
+    return {str(k): float(v) for k, v in times.items()}
 
+
+def tool_times(args: argparse.Namespace, given: Path | None) -> dict[str, float]:
+    """Seconds per replayed call: from ``given`` (an earlier call's), measured once here (re-executed in our
+    sandbox) or fixed; every layout's process then waits the same."""
+    from attempts import fixed_tool_times, key_of, measure_tool_times
+
+    if given is not None:
+        times = read_tool_times(given)
+        calls = [key_of(r.problem.id, r.index, t) for rs in args.plan for r in rs for t, step in enumerate(r.steps)
+                 if step.call]
+        missing = [k for k in calls if k not in times]
+        if missing:
+            raise BadInput(f"--tool-times: {given} has no time for {len(missing)} of the {len(calls)} calls "
+                           f"(e.g. {missing[0]}): another workload")
+        return times
     if args.tool_time != "measure":
         return fixed_tool_times(args.plan, args.tool_s)
     from solver.sandbox.pool import create_sandbox
@@ -341,8 +365,10 @@ def planned_tokens(problems: list[list[Any]]) -> int:
     return sum(r.tokens for rs in problems for r in rs)
 
 
-async def in_process_layout(config: Config, problems: list[list[Any]], run_dir: Path) -> dict[str, Any]:
-    """``one``, ``tpN``, ``dpN``: the in-process engine, the replay, the solver's run driver (``solve_run``)."""
+async def in_process_layout(config: Config, problems: list[list[Any]], run_dir: Path,
+                            probes: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``one``, ``tpN``, ``dpN``: the in-process engine, the replay, the solver's run driver (``solve_run``); then,
+    with ``probes`` (``seqs``, ``prompt``, ``decode``), the same engine's decode probes (``decode_probes``)."""
     from attempts import RecordedOutputs, ReplayEngine, Script
     from real_shape import warm_up
 
@@ -366,9 +392,12 @@ async def in_process_layout(config: Config, problems: list[list[Any]], run_dir: 
         results = await solve_run(config, [rs[0].problem for rs in problems], run_dir, engine=replay,
                                   sandbox=outputs)
         seconds = time.perf_counter() - t
-        return {"start_s": start_s, "seconds": seconds, "decoded": sum(replay.decoded.values()),
-                "problem_s": [r.duration_s for r in results], "decided": len(results), "engines": 1,
-                "placement": placement}
+        out = {"start_s": start_s, "seconds": seconds, "decoded": sum(replay.decoded.values()),
+               "problem_s": [r.duration_s for r in results], "decided": len(results), "engines": 1,
+               "placement": placement}
+        if probes:
+            out["probes"] = await decode_probes(engine._llm, **probes)
+        return out
     finally:
         await engine.close()
         await sandbox.close()
@@ -462,12 +491,22 @@ async def fault_run(cluster: Any, config: Config, problems: list[list[Any]], run
             "passed": all(checks.values()), "run_dir": str(run_dir)}
 
 
+def probe_settings(opts: argparse.Namespace) -> dict[str, Any] | None:
+    """``--probes`` and ``--probe-tokens`` as ``decode_probes``'s arguments; None without ``--probes``."""
+    if opts.probes is None:
+        return None
+    tokens = ints(opts.probe_tokens, "--probe-tokens")
+    if len(tokens) != 2:
+        raise BadInput(f"--probe-tokens: PROMPT,DECODE, not {opts.probe_tokens!r}")
+    return {"seqs": ints(opts.probes, "--probes"), "prompt": tokens[0], "decode": tokens[1]}
+
+
 def scaling_child(opts: argparse.Namespace, args: argparse.Namespace) -> int:
     """One layout in this process: its run, its result file."""
     from attempts import with_tool_times
 
     layout = parse_layout(opts.child)
-    times = json.loads(opts.tool_times.read_text())
+    times = read_tool_times(opts.tool_times)
     problems = with_tool_times(args.plan, times)
     config = layout_config(args, layout)
     run_dir = opts.out / layout.name.replace(":", "")
@@ -478,7 +517,7 @@ def scaling_child(opts: argparse.Namespace, args: argparse.Namespace) -> int:
     if layout.kind == "replicas":
         out = asyncio.run(replicas_layout(config, problems, run_dir, layout.size, opts.fault))
     else:
-        out = asyncio.run(in_process_layout(config, problems, run_dir))
+        out = asyncio.run(in_process_layout(config, problems, run_dir, probe_settings(opts)))
     out.update(layout=layout.name, kind=layout.kind, gpus=layout.gpus, run_dir=str(run_dir),
                planned=planned_tokens(problems), problems=len(problems), attempts=args.attempts,
                engine_args=config.engine.args)
@@ -506,14 +545,14 @@ def scaling_rows(layouts: list[dict[str, Any]]) -> list[str]:
     ...                       "decoded": 200000, "planned": 200000, "problems": 8, "problem_s": [25.0] * 8},
     ...                      {"layout": "replicas:2", "gpus": 2, "engines": 2, "start_s": 110.0, "seconds": 104.0,
     ...                       "decoded": 200000, "planned": 200000, "problems": 8, "problem_s": [26.0] * 8}])
-    >>> print("\\n".join(rows))  # doctest: +NORMALIZE_WHITESPACE
-    layout       GPUs engines  start s  solve s  tok/s  s/problem  mean problem s  ratio  per GPU  predicted
-    one             1       1    100.0    200.0   1000.0    25.00      25.00     1.000    1.000          -
-    replicas:2      2       2    110.0    104.0   1923.1    13.00      26.00     1.923    0.962          -
+    >>> print("\\n".join(rows))
+    layout        GPUs engines  start s  solve s    tok/s s/problem mean prob  ratio per GPU predicted
+    one              1       1    100.0    200.0   1000.0     25.00     25.00  1.000   1.000         -
+    replicas:2       2       2    110.0    104.0   1923.1     13.00     26.00  1.923   0.962         -
     """
     base = next((x for x in layouts if x.get("layout") == "one" and x.get("seconds")), None)
-    lines = [f"{'layout':<12}{'GPUs':>5}{'engines':>8}{'start s':>9}{'solve s':>9}{'tok/s':>7}{'s/problem':>11}"
-             f"{'mean problem s':>16}{'ratio':>7}{'per GPU':>9}{'predicted':>11}"]
+    lines = [f"{'layout':<12}{'GPUs':>6}{'engines':>8}{'start s':>9}{'solve s':>9}{'tok/s':>9}{'s/problem':>10}"
+             f"{'mean prob':>10}{'ratio':>7}{'per GPU':>8}{'predicted':>10}"]
     for x in layouts:
         if not x.get("seconds"):
             lines.append(f"{x.get('layout', '?'):<12} failed: {x.get('error', 'no result')}")
@@ -523,9 +562,9 @@ def scaling_rows(layouts: list[dict[str, Any]]) -> list[str]:
         mean = sum(x["problem_s"]) / max(1, len(x["problem_s"]))
         pred = x.get("prediction") or {}
         predicted = f"{pred['error']:+.1%}" if isinstance(pred.get("error"), float) else "-"
-        lines.append(f"{x['layout']:<12}{x['gpus']:>5}{x['engines']:>8}{x['start_s']:>9.1f}{x['seconds']:>9.1f}"
-                     f"{tps:>9.1f}{x['seconds'] / max(1, x['problems']):>9.2f}{mean:>11.2f}{ratio:>10.3f}"
-                     f"{ratio / x['gpus']:>9.3f}{predicted:>11}")
+        lines.append(f"{x['layout']:<12}{x['gpus']:>6}{x['engines']:>8}{x['start_s']:>9.1f}{x['seconds']:>9.1f}"
+                     f"{tps:>9.1f}{x['seconds'] / max(1, x['problems']):>10.2f}{mean:>10.2f}{ratio:>7.3f}"
+                     f"{ratio / x['gpus']:>8.3f}{predicted:>10}")
     return lines
 
 
@@ -540,6 +579,7 @@ def scaling(argv: list[str]) -> int:
                            "with N >= 2")
         if opts.json is not None and not opts.json.parent.is_dir():
             raise BadInput(f"--json: no folder {opts.json.parent}")
+        probe_settings(opts)  # bad --probes or --probe-tokens fail here
         args = workload(rest)
         if opts.fault > len(args.plan):
             raise BadInput(f"--fault {opts.fault}: the workload has {len(args.plan)} problems")
@@ -557,13 +597,24 @@ def scaling(argv: list[str]) -> int:
 
     out = opts.out or Path(tempfile.mkdtemp(prefix="layouts-"))
     out.mkdir(parents=True, exist_ok=True)
-    times = tool_times(args)
+    try:
+        times = tool_times(args, opts.tool_times)
+    except BadInput as exc:
+        print(f"layouts.py scaling: error: {exc}", file=sys.stderr)
+        return 2
     work = real_shape.summary(with_tool_times(args.plan, times))
     print(f"workload: {args.caps.line()}: {work['requests']} requests ({work['calls']} calls), {work['tokens']} "
           f"decoded tokens, contexts up to {work['context_max']}, tool time {work['tool_s']:.1f} s; engine "
           f"{args.config.engine.model}, {json.dumps(args.config.engine.args, sort_keys=True)}; runs in {out}")
     time_model = opts.time_model or ("h100-gptoss" if args.gpu else "tiny")
-    rows = []
+    rows: list[dict[str, Any]] = []
+
+    def save() -> None:  # after each layout: a call cut off at its limit still returns what it measured
+        if opts.json is not None:
+            atomic_write(opts.json, json.dumps({"argv": argv, "workload": work, "caps": asdict(args.caps),
+                                                "time_model": time_model, "layouts": rows, "tool_times": times},
+                                               indent=1, default=str))
+
     with tempfile.TemporaryDirectory() as tmp:
         times_file = Path(tmp) / "tool_times.json"
         times_file.write_text(json.dumps(times))
@@ -580,6 +631,7 @@ def scaling(argv: list[str]) -> int:
             if row.get("seconds"):
                 row["prediction"] = prediction(row["run_dir"], layout, time_model)
             rows.append(row)
+            save()
             print(f"layout {layout.name}: done in {row['wall_s']:.0f} s", file=sys.stderr, flush=True)
     for line in scaling_rows(rows):
         print(line)
@@ -598,11 +650,26 @@ def scaling(argv: list[str]) -> int:
                   + "; ".join(f"{k}: {'yes' if v else 'NO'}" for k, v in (fault.get("checks") or {}).items()))
             for death in fault.get("deaths", []):
                 print(f"  death: {death}")
-    if opts.json is not None:
-        atomic_write(opts.json, json.dumps({"argv": argv, "workload": work, "caps": asdict(args.caps),
-                                            "time_model": time_model, "layouts": rows}, indent=1, default=str))
+    probed = [r for r in rows if r.get("probes")]
+    if probed:
+        print(probe_rows(probed))
+    save()
     return 0 if all(r.get("seconds") for r in rows) and all((r.get("fault") or {"passed": True}).get("passed")
                                                             for r in rows) else 1
+
+
+def probe_rows(rows: list[dict[str, Any]]) -> str:
+    """The seed's table from layouts that ran the probes (or from seed's rows): per layout its start, KV tokens and
+    decode tok/s at each number of sequences."""
+    sizes = sorted({d["seqs"] for r in rows for d in (r.get("probes") or r)["decode"]})
+    lines = [f"{'layout':<12}{'start s':>9}{'KV tokens':>12}" + "".join(f"{f'{n} seqs tok/s':>15}" for n in sizes)]
+    for r in rows:
+        probes = r.get("probes") or r
+        by = {d["seqs"]: d["tps"] for d in probes["decode"]}
+        start = r.get("start_s", r.get("ready_s"))
+        lines.append(f"{r.get('layout', 'tp' + str(r.get('tp'))):<12}{start:>9.1f}{probes['kv_cache_tokens'] or 0:>12}"
+                     + "".join(f"{by[n]:>15.0f}" if n in by else f"{'-':>15}" for n in sizes))
+    return "\n".join(lines)
 
 
 def table(argv: list[str]) -> int:
@@ -653,9 +720,25 @@ def ints(text: str, flag: str) -> list[int]:
     return values
 
 
+async def decode_probes(llm: Any, seqs: list[int], prompt: int, decode: int) -> dict[str, Any]:
+    """The engine's KV cache tokens and its decode tokens/s at each number of sequences: ``prompt``-token prompts
+    sent once, then re-sent decoding ``decode`` tokens each (probes.py's ``resent``: the timed call decodes)."""
+    from probes import cache_tokens, resent
+
+    out: dict[str, Any] = {"kv_cache_tokens": cache_tokens(llm), "prompt_tokens": prompt, "decode_tokens": decode,
+                           "decode": []}
+    for n in seqs:
+        r = await resent(llm, n, prompt, decode)
+        out["decode"].append({"seqs": n, "tps": r["tps"], "per_seq_tps": r["tps"] / n, "seconds": r["seconds"],
+                              "cached_share": r["cached_share"], "preemptions": r["preemptions"]})
+        print(f"  {n} x {decode} tokens from {prompt}-token prompts: {r['tps']:.0f} tok/s ({r['tps'] / n:.0f} per "
+              f"sequence)", file=sys.stderr, flush=True)
+    return out
+
+
 async def seed_engine(config: Config, seqs: list[int], prompt: int, decode: int, born: float) -> dict[str, Any]:
     """One engine: its start (process start to ready, then the first token), KV tokens, decode at each size."""
-    from probes import cache_tokens, generate, random_ids, resent
+    from probes import generate, random_ids
 
     from solver.engines import open_engine
 
@@ -667,15 +750,7 @@ async def seed_engine(config: Config, seqs: list[int], prompt: int, decode: int,
         await generate(llm, random_ids(64, "first"), 1, 0)
         first = ready + time.perf_counter() - t
         await asyncio.gather(*(generate(llm, random_ids(64, ("warm", i)), 8, i) for i in range(4)))
-        out: dict[str, Any] = {"ready_s": ready, "first_token_s": first, "kv_cache_tokens": cache_tokens(llm),
-                               "decode": []}
-        for n in seqs:
-            r = await resent(llm, n, prompt, decode)
-            out["decode"].append({"seqs": n, "tps": r["tps"], "per_seq_tps": r["tps"] / n, "seconds": r["seconds"],
-                                  "cached_share": r["cached_share"], "preemptions": r["preemptions"]})
-            print(f"  {n} x {decode} tokens from {prompt}-token prompts: {r['tps']:.0f} tok/s "
-                  f"({r['tps'] / n:.0f} per sequence)", file=sys.stderr, flush=True)
-        return out
+        return {"ready_s": ready, "first_token_s": first, **await decode_probes(llm, seqs, prompt, decode)}
     finally:
         await engine.close()
 
@@ -727,16 +802,12 @@ def seed(argv: list[str]) -> int:
             code = run_child(["seed", *argv, "--child", str(size), "--result", str(result)], env, args.timeout)
             rows.append(json.loads(result.read_text()) if code == 0 and result.is_file()
                         else {"tp": size, "error": f"its process exited {code}"})
-    print(f"engine {config.engine.model or 'tiny'}, prompts {args.prompt_tokens} tokens, {args.decode} decoded each")
-    head = "".join(f"{f'{n} seqs tok/s':>15}" for n in seqs)
-    print(f"{'TP':<4}{'start s':>9}{'first token s':>15}{'KV tokens':>12}{head}")
+    print(f"engine {config.engine.model or 'tiny'}, prompts {args.prompt_tokens} tokens, {args.decode} decoded each; "
+          f"start = process start to engine ready")
+    print(probe_rows([r for r in rows if "error" not in r]))
     for row in rows:
         if "error" in row:
-            print(f"{row['tp']:<4} failed: {row['error']}")
-            continue
-        cells = "".join(f"{d['tps']:>15.0f}" for d in row["decode"])
-        print(f"{row['tp']:<4}{row['ready_s']:>9.1f}{row['first_token_s']:>15.1f}{row['kv_cache_tokens'] or 0:>12}"
-              f"{cells}")
+            print(f"tp{row['tp']} failed: {row['error']}")
     if args.json is not None:
         atomic_write(args.json, json.dumps({"argv": argv, "rows": rows}, indent=1, default=str))
     return 0 if all("error" not in r for r in rows) else 1

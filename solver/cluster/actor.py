@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from solver.config import Config
-from solver.loop.problem import ProblemSolver, SolverSession, SolveEvent
+from solver.loop.problem import ProblemSolver, SolveEvent, SolverSession
 from solver.types import Engine, Problem, ProblemResult, Repetition
 
 ActorMessage = Repetition | SolveEvent | ProblemResult

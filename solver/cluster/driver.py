@@ -30,8 +30,8 @@ from solver.cluster.connect import RayConnection
 from solver.cluster.spec import ClusterFailed, actor_count, death_reason, gpus_per_engine, shared_gpus
 from solver.config import Config
 from solver.loop.problem import SolveEvent
-from solver.loop.rundir import RunSession
 from solver.loop.run import drive
+from solver.loop.rundir import RunSession
 from solver.types import Problem, ProblemResult, Repetition
 
 log = logging.getLogger(__name__)

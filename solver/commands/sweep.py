@@ -129,10 +129,8 @@ def run(args: argparse.Namespace) -> int:
         return fail("--out DIR is required")
     from solver.config import load_config
     from solver.datasets import load_problems
-    from solver.offline.sweep import run_sweep
-    from solver.offline.sweep import check_spec, plan_runs, reusable_config
-    from solver.offline.sweep import spec_from_dict
     from solver.models import resolve_model
+    from solver.offline.sweep import check_spec, plan_runs, reusable_config, run_sweep, spec_from_dict
 
     spec = spec_from_dict(spec_data(args), str(args.spec) if args.spec else "sweep")
     base = load_config(spec.preset, spec.config_file, spec.overrides)

@@ -13,12 +13,12 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from solver.cluster.connect import RayConnection  # noqa: E402
-from solver.cluster.driver import Cluster  # noqa: E402
-from solver.cluster.spec import ClusterSpec  # noqa: E402
-from solver.config import load_config  # noqa: E402
-from solver.engines.replay import problems_from_log  # noqa: E402
-from solver.runlog import read_log  # noqa: E402
+from solver.cluster.connect import RayConnection
+from solver.cluster.driver import Cluster
+from solver.cluster.spec import ClusterSpec
+from solver.config import load_config
+from solver.engines.replay import problems_from_log
+from solver.runlog import read_log
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "replay_run"
 

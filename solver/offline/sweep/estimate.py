@@ -145,7 +145,7 @@ def _duration(seconds: float) -> str:
     >>> _duration(42.0), _duration(3725.0)
     ('42 s', '1 h 02 min 05 s')
     """
-    s = int(round(seconds))
+    s = round(seconds)
     if s < 60:
         return f"{s} s"
     h, rest = divmod(s, 3600)
