@@ -427,7 +427,7 @@ async def replicas_layout(config: Config, problems: list[list[Any]], run_dir: Pa
                    "deaths": [asdict(d) for d in outcome.deaths], "unsolved": outcome.unsolved, "actors": infos,
                    "placement": placement}
             if fault:
-                half = sum(out["problem_s"]) / max(1, len(out["problem_s"])) / 2
+                half = min(out["problem_s"], default=2.0) / 2  # the quickest problem's half: all still running
                 out["fault"] = await fault_run(cluster, config, problems[:fault],
                                                run_dir.with_name(run_dir.name + "-fault"), half)
             return out
@@ -437,8 +437,8 @@ async def replicas_layout(config: Config, problems: list[list[Any]], run_dir: Pa
 
 async def fault_run(cluster: Any, config: Config, problems: list[list[Any]], run_dir: Path,
                     delay_s: float) -> dict[str, Any]:
-    """The same actors on ``problems``; ``delay_s`` into the run (half a problem's measured time: every actor is
-    mid-problem then), ``engine-1``'s engine is killed from outside. What must hold: that actor lost, its problem
+    """The same actors on ``problems``; ``delay_s`` into the run (half the quickest problem's measured time: every
+    actor is mid-problem then), ``engine-1``'s engine is killed from outside. What must hold: that actor lost, its problem
     re-queued to another actor and decided, every problem decided once, no (problem, repetition) logged twice, and
     the repetitions logged before the kill kept."""
     from collections import Counter
@@ -879,11 +879,13 @@ def served(config: Config, count: int, requests: list[Any], concurrency: int) ->
     cache = os.environ.get("VLLM_CACHE_ROOT")
     t0 = time.perf_counter()
     try:
-        for i, group in enumerate(groups):  # the group's process inherits this process's environment
-            from solver.cluster.actor import actor_cache_root
+        from solver.cluster.actor import actor_cache_root, seed_compile_cache
 
-            os.environ["VLLM_CACHE_ROOT"] = actor_cache_root(f"server-{i}", os.environ if cache is None
-                                                             else {**os.environ, "VLLM_CACHE_ROOT": cache})
+        for i, group in enumerate(groups):  # the group's process inherits this process's environment
+            own = actor_cache_root(f"server-{i}", os.environ if cache is None
+                                   else {**os.environ, "VLLM_CACHE_ROOT": cache})
+            seed_compile_cache(Path(own).parent, Path(own))  # as an engine actor's: warm where it can be
+            os.environ["VLLM_CACHE_ROOT"] = own
             group.start()
         for group in groups:
             group.wait_ready(600.0)
