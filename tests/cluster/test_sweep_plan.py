@@ -56,7 +56,8 @@ def slow_model(tmp_path_factory):
     logging: tens of milliseconds a problem) are small beside what is estimated, as on a GPU where a problem takes
     minutes."""
     path = tmp_path_factory.mktemp("model") / "slow.yaml"
-    path.write_text(dump(replace(scaled(load_time_model("tiny"), 4.0), name="slow")))
+    # no layouts: each actor's replay engine runs the model alone, so replicas are not slowed by each other here
+    path.write_text(dump(replace(scaled(load_time_model("tiny"), 4.0), name="slow", layouts=())))
     return path
 
 
