@@ -266,7 +266,8 @@ class LoadActor(EngineActor):
 
 
 def scaling_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="layouts.py scaling", add_help=False,
+    # allow_abbrev off: engine.py's own flags (--tool-time, ...) pass through whole, never read as one of these
+    parser = argparse.ArgumentParser(prog="layouts.py scaling", add_help=False, allow_abbrev=False,
                                      description="The real shape on each layout; every other flag is "
                                                  "engine.py --workload real's (attempts, caps, tool time, --gpu, "
                                                  "--preset, --model, --set)")
@@ -283,7 +284,7 @@ def scaling_parser() -> argparse.ArgumentParser:
                              "sequence counts, e.g. 1,8,64 (the seed's table, with no engine start of its own)")
     parser.add_argument("--probe-tokens", default="512,512", metavar="PROMPT,DECODE",
                         help="the probes' prompt and decoded tokens per sequence (default 512,512)")
-    parser.add_argument("--tool-times", type=Path, default=None,
+    parser.add_argument("--tool-times-from", type=Path, default=None,
                         help="seconds per replayed call from an earlier scaling --json file (the same work as that "
                              "call, and no time spent measuring them)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -313,10 +314,10 @@ def read_tool_times(path: Path) -> dict[str, float]:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        raise BadInput(f"--tool-times: cannot read {path}: {str(exc).splitlines()[0]}") from exc
+        raise BadInput(f"--tool-times-from: cannot read {path}: {str(exc).splitlines()[0]}") from exc
     times = data.get("tool_times", data) if isinstance(data, dict) else None
     if not isinstance(times, dict) or not all(isinstance(v, (int, float)) for v in times.values()):
-        raise BadInput(f"--tool-times: {path} holds no seconds per call")
+        raise BadInput(f"--tool-times-from: {path} holds no seconds per call")
     return {str(k): float(v) for k, v in times.items()}
 
 
@@ -331,7 +332,7 @@ def tool_times(args: argparse.Namespace, given: Path | None) -> dict[str, float]
                  if step.call]
         missing = [k for k in calls if k not in times]
         if missing:
-            raise BadInput(f"--tool-times: {given} has no time for {len(missing)} of the {len(calls)} calls "
+            raise BadInput(f"--tool-times-from: {given} has no time for {len(missing)} of the {len(calls)} calls "
                            f"(e.g. {missing[0]}): another workload")
         return times
     if args.tool_time != "measure":
@@ -506,7 +507,7 @@ def scaling_child(opts: argparse.Namespace, args: argparse.Namespace) -> int:
     from attempts import with_tool_times
 
     layout = parse_layout(opts.child)
-    times = read_tool_times(opts.tool_times)
+    times = read_tool_times(opts.tool_times_from)
     problems = with_tool_times(args.plan, times)
     config = layout_config(args, layout)
     run_dir = opts.out / layout.name.replace(":", "")
@@ -598,7 +599,7 @@ def scaling(argv: list[str]) -> int:
     out = opts.out or Path(tempfile.mkdtemp(prefix="layouts-"))
     out.mkdir(parents=True, exist_ok=True)
     try:
-        times = tool_times(args, opts.tool_times)
+        times = tool_times(args, opts.tool_times_from)
     except BadInput as exc:
         print(f"layouts.py scaling: error: {exc}", file=sys.stderr)
         return 2
@@ -620,7 +621,7 @@ def scaling(argv: list[str]) -> int:
         times_file.write_text(json.dumps(times))
         for layout in layouts:
             result = Path(tmp) / f"{layout.name.replace(':', '')}.json"
-            child = [*argv, "--child", layout.name, "--tool-times", str(times_file), "--result", str(result),
+            child = [*argv, "--child", layout.name, "--tool-times-from", str(times_file), "--result", str(result),
                      "--out", str(out)]
             print(f"layout {layout.name}: starting", file=sys.stderr, flush=True)
             t0 = time.perf_counter()

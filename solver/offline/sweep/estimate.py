@@ -265,7 +265,8 @@ class RunCheck:
 
     def line(self) -> str:
         verdict = "within" if self.within else "NOT within"
-        return (f"check {self.run_dir}: {self.problems} problems, {self.attempts} attempts on {self.hardware.line()}: "
+        problems = f"{self.problems} problem{'s' if self.problems != 1 else ''}"
+        return (f"check {self.run_dir}: {problems}, {self.attempts} attempts on {self.hardware.line()}: "
                 f"{self.predicted_s:.1f} s predicted, {self.measured_s:.1f} s measured ({self.error:+.1%}, "
                 f"{verdict} {WITHIN:.0%})")
 
