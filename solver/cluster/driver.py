@@ -25,13 +25,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from solver.cluster.actor import ActorInfo, EngineActor
+from solver.cluster.actor import ActorInfo, EngineActor, forwarded_env
 from solver.cluster.connect import RayConnection
-from solver.cluster.spec import ClusterFailed, actor_count, death_reason, gpus_per_engine
+from solver.cluster.spec import ClusterFailed, actor_count, death_reason, gpus_per_engine, shared_gpus
 from solver.config import Config
 from solver.loop.problem import SolveEvent
-from solver.loop.rundir import RunSession
 from solver.loop.run import drive
+from solver.loop.rundir import RunSession
 from solver.types import Problem, ProblemResult, Repetition
 
 log = logging.getLogger(__name__)
@@ -87,12 +87,16 @@ class Cluster:
     """Engine actors on a Ray connection. ``run`` may be called several times (a sweep's runs): the actors and
     their engines are kept while the engine and sandbox settings stay the same.
 
-    ``on_repetition(actor, repetition)`` is called after each repetition is logged (progress displays, tests)."""
+    ``on_repetition(actor, repetition)`` is called after each repetition is logged (progress displays, tests).
+    ``actor_class`` (an ``EngineActor`` subclass, with ``actor_args`` after the actor's own) is what each actor
+    runs: a benchmark's actor wraps the engine it owns (``EngineActor.wrap``)."""
 
     def __init__(self, connection: RayConnection, *,
-                 on_repetition: Callable[[str, Repetition], None] | None = None) -> None:
+                 on_repetition: Callable[[str, Repetition], None] | None = None,
+                 actor_class: type[EngineActor] = EngineActor, actor_args: tuple[Any, ...] = ()) -> None:
         self.connection = connection
         self.on_repetition = on_repetition or (lambda actor, rep: None)
+        self.actor_class, self.actor_args = actor_class, actor_args
         self.actors: list[_Actor] = []
         self.deaths: list[ActorDeath] = []
         self._started_with: tuple[Any, Any] | None = None
@@ -109,23 +113,28 @@ class Cluster:
         engine_gpus = gpus_per_engine(config.engine.args)
         cluster_gpus = self.connection.gpus()
         count = actor_count(self.connection.spec, cluster_gpus, engine_gpus, self.connection.cpus())
-        remote = ray.remote(EngineActor)
-        # One CPU slot each (the actor's event loop); a whole engine's GPUs when the cluster has GPUs.
+        remote = ray.remote(self.actor_class)
+        # One CPU slot each (the actor's event loop); a whole engine's GPUs when the cluster has GPUs (Ray then sets
+        # each actor's CUDA_VISIBLE_DEVICES to its own, and the engine's processes inherit it).
         options = {"num_cpus": 1, "num_gpus": engine_gpus if cluster_gpus > 0 else 0, "max_restarts": 0}
-        omp = os.environ.get("OMP_NUM_THREADS")
-        self.actors = [_Actor(f"engine-{i}", remote.options(**options).remote(f"engine-{i}", omp))
+        omp, env, cache = os.environ.get("OMP_NUM_THREADS"), forwarded_env(os.environ), os.environ.get("VLLM_CACHE_ROOT")
+        self.actors = [_Actor(f"engine-{i}", remote.options(**options).remote(f"engine-{i}", omp, env, cache,
+                                                                              *self.actor_args))
                        for i in range(count)]
         outcomes = await asyncio.gather(*(a.handle.start.remote(config) for a in self.actors),
                                         return_exceptions=True)
         for actor, outcome in zip(self.actors, outcomes):
             if isinstance(outcome, ActorInfo):
                 actor.info = outcome
-                log.info("actor %s started on %s (pid %d)", actor.name, outcome.host, outcome.pid)
+                log.info("actor %s started on %s (pid %d, GPUs %s)", actor.name, outcome.host, outcome.pid,
+                         outcome.gpus)
             else:
                 self._lose(actor, None, outcome, kept=0)
         alive = [a for a in self.actors if a.alive]
         if not alive:
             raise ClusterFailed(f"no engine actor started: {self.deaths[-1].describe()}")
+        for line in shared_gpus([a.info for a in alive if a.info is not None]):
+            log.warning("cluster: %s", line)
         self._started_with = key
         return alive
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -11,7 +12,7 @@ from solver.errors import BadInput, RunFailed
 
 # engine_batch and gpus_per_engine live in solver.config (the loop and the launcher use them too).
 __all__ = ["ClusterError", "ClusterFailed", "ClusterKind", "ClusterSpec", "actor_count", "death_reason",
-           "engine_batch", "gpus_per_engine", "parse_cluster", "without_budget"]
+           "engine_batch", "gpus_per_engine", "parse_cluster", "shared_gpus", "without_budget"]
 
 ClusterKind = Literal["local", "auto", "address"]
 
@@ -136,6 +137,30 @@ def death_reason(message: str) -> str:
     if errors:
         return errors[-1]
     return lines[-1] if lines else "unknown cause"
+
+
+def shared_gpus(actors: Sequence[Any]) -> list[str]:
+    """A line for each GPU that two engine actors on one host both see (``ActorInfo``: ``name``, ``host``,
+    ``gpus`` = their CUDA_VISIBLE_DEVICES). Ray gives each actor its own; a GPU seen twice means it did not
+    (``RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES`` set, or GPUs hidden from Ray), and the second engine to ask
+    for the GPU's memory would fail or starve the first. Actors that see no list (CPU) are not compared.
+
+    >>> from types import SimpleNamespace as A
+    >>> shared_gpus([A(name="engine-0", host="h", gpus="0"), A(name="engine-1", host="h", gpus="1")])
+    []
+    >>> shared_gpus([A(name="engine-0", host="h", gpus="0,1"), A(name="engine-1", host="h", gpus="1")])
+    ['GPU 1 on h is visible to engine-0 and engine-1']
+    >>> shared_gpus([A(name="engine-0", host="h", gpus=None), A(name="engine-1", host="g", gpus="0")])
+    []
+    """
+    seen: dict[tuple[str, str], str] = {}
+    lines = []
+    for actor in actors:
+        for gpu in (g.strip() for g in (actor.gpus or "").split(",") if g.strip()):
+            first = seen.setdefault((actor.host, gpu), actor.name)
+            if first != actor.name:
+                lines.append(f"GPU {gpu} on {actor.host} is visible to {first} and {actor.name}")
+    return lines
 
 
 def without_budget(config: Any) -> Any:

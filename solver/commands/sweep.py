@@ -22,7 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("data", nargs="?", help="problem set: CSV, JSONL or a bundled name (e.g. demo)")
     parser.add_argument("--spec", type=Path, default=None,
                         help="a sweep YAML (e.g. evaluation/sweeps/demo.yaml); flags override its keys")
-    parser.add_argument("--out", type=Path, required=True, help="sweep directory (runs/ and results)")
+    parser.add_argument("--out", type=Path, default=None, help="sweep directory (runs/ and results); required "
+                                                                "unless --check")
     parser.add_argument("--reps", default=None, help="repetition counts, e.g. 4,8,16")
     parser.add_argument("--workers", default=None, help="repetitions in flight, e.g. 2,4,8")
     parser.add_argument("--temperature", default=None, help="sampling temperatures, e.g. 0.6,0.8")
@@ -36,6 +37,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--jobs", type=int, default=None, help="processes for the offline replay (default 1)")
     parser.add_argument("--offline", action="store_true",
                         help="generate nothing: analyse the runs already in OUT/runs")
+    plan = parser.add_argument_group("plan", "how long the sweep's generation takes on G GPUs, before it runs "
+                                             "(solver/offline/sweep/estimate.py)")
+    plan.add_argument("--plan", action="store_true",
+                      help="print the estimate and exit: nothing runs, nothing is written")
+    plan.add_argument("--plan-from", dest="plan_from", type=Path, action="append", default=[], metavar="RUN_DIR",
+                      help="recorded attempts of this kind of problem (repeatable; default: the runs in OUT/runs)")
+    plan.add_argument("--gpus", type=int, default=None,
+                      help="GPUs to plan for (default: --cluster local:N's engines x the layout's GPUs, else one "
+                           "engine's)")
+    plan.add_argument("--layout", default=None,
+                      help="the time model's layout, e.g. tp1, tp2 (default: from the engine arguments)")
+    plan.add_argument("--time-model", dest="time_model", default=None,
+                      help="solver/timing/data name or .yaml (default: engine.time_model, else h100-gptoss)")
+    plan.add_argument("--check", type=Path, nargs="+", default=None, metavar="RUN_DIR",
+                      help="instead of a sweep: play measured runs' own attempts as --plan does and compare with their "
+                           "measured time (exit 1 when one is off by more than 10 %%); runs without a stopping rule")
     add_base_config_arguments(parser)
     add_cluster_arguments(parser)
     parser.set_defaults(func=run)
@@ -59,18 +76,68 @@ def spec_data(args: argparse.Namespace) -> dict[str, Any]:
     return data
 
 
+def plan(args: argparse.Namespace, spec: Any, base: Any, problems: Any) -> int:
+    """``--plan``: the estimate of the sweep's generation on the GPUs asked for, printed; nothing runs."""
+    from solver.cluster.spec import parse_cluster
+    from solver.config import ConfigError
+    from solver.offline.sweep import Hardware, SweepError, estimate_sweep, run_dirs, shapes_from_runs, time_model_of
+    from solver.timing.model import layout_name
+
+    sources = args.plan_from or run_dirs(args.out)
+    if not sources:
+        raise SweepError("--plan needs recorded attempts: --plan-from RUN_DIR (e.g. an earlier sweep's runs, or "
+                         "real attempts imported with solver import-samples --measure-tools)")
+    if args.gpus is not None and args.gpus < 1:
+        raise SweepError(f"--gpus must be >= 1, got {args.gpus}")
+    model = time_model_of(base, args.time_model)
+    name = args.layout or layout_name(base.engine.args)
+    gpus = args.gpus
+    cluster = parse_cluster(args.cluster, args.actors) if args.cluster else None
+    if gpus is None and cluster is not None and cluster.actors is not None:
+        gpus = cluster.actors * model.layout(name).gpus
+    try:
+        hardware = Hardware.of(model, name, gpus)
+    except ConfigError as exc:
+        raise SweepError(str(exc)) from exc
+    estimate = estimate_sweep(spec, base, problems, shapes_from_runs(sources, base), hardware,
+                              cluster=cluster is not None or hardware.engines > 1)
+    for line in estimate.lines():
+        print(line)
+    if hardware.engines > 1 and cluster is None:
+        print(f"plan: {hardware.engines} engines: run it with --cluster local:{hardware.engines}")
+    return 0
+
+
+def check(args: argparse.Namespace) -> int:
+    """``--check RUN_DIR...``: each run's estimate against its measured solve time."""
+    from solver.offline.sweep import check_run
+
+    missed = 0
+    for run_dir in args.check:
+        result = check_run(run_dir, time_model=args.time_model, layout=args.layout, gpus=args.gpus)
+        print(result.line())
+        missed += not result.within
+    return 1 if missed else 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.check:
+        return check(args)
+    if args.out is None:
+        from solver.commands.common import fail
+
+        return fail("--out DIR is required")
     from solver.config import load_config
     from solver.datasets import load_problems
-    from solver.offline.sweep import run_sweep
-    from solver.offline.sweep import check_spec, plan_runs, reusable_config
-    from solver.offline.sweep import spec_from_dict
     from solver.models import resolve_model
+    from solver.offline.sweep import check_spec, plan_runs, reusable_config, run_sweep, spec_from_dict
 
     spec = spec_from_dict(spec_data(args), str(args.spec) if args.spec else "sweep")
     base = load_config(spec.preset, spec.config_file, spec.overrides)
     problems = load_problems(spec.data, limit=spec.limit)
     check_spec(spec, base)
+    if args.plan:
+        return plan(args, spec, base, problems)
     runs = plan_runs(spec, base, args.out)
     for planned in runs:
         reusable_config(planned)  # a directory holding other settings fails now, not after a long run

@@ -16,13 +16,21 @@ The rules the numbers feed (``solver.timing.steps`` and ``solver.timing.timeline
   ``cache_tokens`` (``cache_per_context`` tokens per context token of the sequences decoding plus the new prompt),
   the whole prompt is prefilled again (the all-or-nothing loss of a hybrid model's cache, benchmarks/README.md);
 - ``start_s``: the engine's start, counted once against a run's total time.
+
+Layouts (``layouts:`` in the data, ``Layout``): the same model run on several GPUs of the machine, one entry per
+way, each with the GPUs one engine spans and only the figures measured otherwise: ``tp2`` (one engine over two GPUs
+by tensor parallelism: its own cache size, its own speed as ``time_scale`` on every engine second), ``tp1`` (the
+model as it is, one GPU an engine), and for N engines side by side (replicas, one per GPU or GPU group)
+``replica_time_scale``: how much slower each engine runs beside the others than alone (shared host, PCIe, CPU).
+``EngineTimeModel.for_layout`` gives one engine's model in a layout; ``solver.offline.sweep`` plans a validation of
+P problems x N attempts on G GPUs with it.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +39,77 @@ import yaml
 from solver.config import ConfigError
 
 DATA_DIR = Path(__file__).parent / "data"
+
+
+# The keys of the model a layout may measure otherwise (its own figures replace the base model's).
+LAYOUT_FIGURES = ("step_s", "context_s", "prefill_tokens_per_s", "request_s", "block_tokens", "cache_tokens",
+                  "cache_per_context", "start_s")
+LAYOUT_KEYS = ("gpus", "description", "time_scale", "replica_time_scale", *LAYOUT_FIGURES, "sources")
+ONE_GPU = "tp1"  # the layout every model has: the model as it is, one engine on one GPU
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One way of running the engine on a machine's GPUs (see the module docstring), by name: ``tp1``, ``tp2``,
+    ``tp1-dp2`` (``layout_name`` spells them from the engine arguments)."""
+
+    name: str
+    gpus: int = 1  # GPUs one engine spans
+    time_scale: float = 1.0  # every engine second (step, context, request, prefill) times this; < 1 is faster
+    replica_time_scale: float = 1.0  # the same, for each engine when several run side by side on one machine
+    figures: tuple[tuple[str, Any], ...] = ()  # (key of LAYOUT_FIGURES, value): measured for this layout itself
+    description: str = ""
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _check(self.gpus >= 1, f"layout {self.name}: gpus must be >= 1")
+        _check(self.time_scale > 0 and self.replica_time_scale > 0,
+               f"layout {self.name}: time_scale and replica_time_scale must be > 0")
+        unknown = sorted({k for k, _ in self.figures} - set(LAYOUT_FIGURES))
+        _check(not unknown, f"layout {self.name}: unknown key {unknown[0]!r}" if unknown else "")
+
+    def replicas(self, gpus: int) -> int:
+        """Engines of this layout that ``gpus`` GPUs hold.
+
+        >>> Layout("tp2", gpus=2).replicas(8), Layout("tp1").replicas(2)
+        (4, 2)
+        >>> Layout("tp2", gpus=2).replicas(1)
+        Traceback (most recent call last):
+        ...
+        solver.errors.ConfigError: layout tp2 spans 2 GPUs per engine; 1 GPU holds none
+        """
+        if gpus < self.gpus:
+            raise ConfigError(f"layout {self.name} spans {self.gpus} GPUs per engine; {gpus} GPU"
+                              f"{'' if gpus == 1 else 's'} holds none")
+        return gpus // self.gpus
+
+    def to_data(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"gpus": self.gpus}
+        if self.description:
+            data["description"] = self.description
+        if self.time_scale != 1.0:
+            data["time_scale"] = self.time_scale
+        if self.replica_time_scale != 1.0:
+            data["replica_time_scale"] = self.replica_time_scale
+        for key, value in self.figures:
+            data[key] = {b: s for b, s in value} if key == "step_s" else value
+        if self.sources:
+            data["sources"] = dict(self.sources)
+        return data
+
+
+def layout_name(engine_args: dict[str, Any]) -> str:
+    """The layout an engine's arguments ask vLLM for: tensor, pipeline and data parallel sizes.
+
+    >>> layout_name({}), layout_name({"tensor_parallel_size": 2}), layout_name({"data_parallel_size": 2})
+    ('tp1', 'tp2', 'tp1-dp2')
+    >>> layout_name({"tensor_parallel_size": 4, "pipeline_parallel_size": 2})
+    'tp4-pp2'
+    """
+    tp = int(engine_args.get("tensor_parallel_size") or 1)
+    pp = int(engine_args.get("pipeline_parallel_size") or 1)
+    dp = int(engine_args.get("data_parallel_size") or 1)
+    return f"tp{tp}" + (f"-pp{pp}" if pp > 1 else "") + (f"-dp{dp}" if dp > 1 else "")
 
 
 @dataclass(frozen=True)
@@ -55,6 +134,7 @@ class EngineTimeModel:
     start_s: float = 0.0
     description: str = ""
     sources: dict[str, str] = field(default_factory=dict)  # key -> where its number came from
+    layouts: tuple[Layout, ...] = ()  # other ways to run it on a machine's GPUs (tp1 is the model as it is)
 
     def __post_init__(self) -> None:
         points = self.step_s
@@ -115,13 +195,67 @@ class EngineTimeModel:
             return prompt
         return max(0, prompt - (previous_end // self.block_tokens) * self.block_tokens)
 
+    def layout(self, name: str) -> Layout:
+        """The layout called ``name``; ``tp1`` (one GPU an engine, the model as it is) unless the data says more.
+
+        >>> m = EngineTimeModel("m", ((1, 0.01),), layouts=(Layout("tp2", gpus=2, time_scale=0.8),))
+        >>> m.layout("tp2").gpus, m.layout("tp1").gpus
+        (2, 1)
+        >>> m.layout("tp4")
+        Traceback (most recent call last):
+        ...
+        solver.errors.ConfigError: time model m has no layout 'tp4' (it has tp1, tp2)
+        """
+        for layout in self.layouts:
+            if layout.name == name:
+                return layout
+        if name == ONE_GPU:
+            return Layout(ONE_GPU)
+        known = sorted({ONE_GPU, *(x.name for x in self.layouts)})
+        raise ConfigError(f"time model {self.name} has no layout {name!r} (it has {', '.join(known)})")
+
+    def for_layout(self, name: str, replicas: int = 1) -> EngineTimeModel:
+        """One engine's model in layout ``name`` when ``replicas`` engines of it run side by side: the layout's own
+        figures in place of the base model's, then every engine second scaled (``time_scale``, and
+        ``replica_time_scale`` for more than one replica).
+
+        >>> m = EngineTimeModel("m", ((1, 0.01),), prefill_tokens_per_s=1000.0, start_s=10.0,
+        ...                     layouts=(Layout("tp1", replica_time_scale=1.25),
+        ...                              Layout("tp2", gpus=2, time_scale=0.5, figures=(("start_s", 20.0),))))
+        >>> two = m.for_layout("tp2"); two.name, two.step_s, two.prefill_tokens_per_s, two.start_s
+        ('m/tp2', ((1, 0.005),), 2000.0, 20.0)
+        >>> m.for_layout("tp1", replicas=2).step_s, m.for_layout("tp1").step_s
+        (((1, 0.0125),), ((1, 0.01),))
+        """
+        layout = self.layout(name)
+        own = dict(layout.figures)
+        model = replace(self, name=f"{self.name}/{name}", layouts=(), **own)
+        scale = layout.time_scale * (layout.replica_time_scale if replicas > 1 else 1.0)
+        return scaled(model, scale)
+
     def to_data(self) -> dict[str, Any]:
         """The model as the data file holds it."""
-        return {"name": self.name, "description": self.description,
+        data = {"name": self.name, "description": self.description,
                 "step_s": {b: s for b, s in self.step_s}, "context_s": self.context_s,
                 "prefill_tokens_per_s": self.prefill_tokens_per_s, "request_s": self.request_s,
                 "block_tokens": self.block_tokens, "cache_tokens": self.cache_tokens,
                 "cache_per_context": self.cache_per_context, "start_s": self.start_s, "sources": dict(self.sources)}
+        if self.layouts:
+            data["layouts"] = {layout.name: layout.to_data() for layout in self.layouts}
+        return data
+
+
+def scaled(model: EngineTimeModel, factor: float) -> EngineTimeModel:
+    """``model`` with every engine second times ``factor`` (steps, context, requests, prefill); its start as it is.
+
+    >>> m = scaled(EngineTimeModel("m", ((1, 0.01), (8, 0.02)), context_s=1e-8, prefill_tokens_per_s=100.0), 2.0)
+    >>> m.step_s, m.context_s, m.prefill_tokens_per_s
+    (((1, 0.02), (8, 0.04)), 2e-08, 50.0)
+    """
+    if factor == 1.0:
+        return model
+    return replace(model, step_s=tuple((b, s * factor) for b, s in model.step_s), context_s=model.context_s * factor,
+                   request_s=model.request_s * factor, prefill_tokens_per_s=model.prefill_tokens_per_s / factor)
 
 
 def _check(ok: bool, message: str) -> None:
@@ -130,7 +264,38 @@ def _check(ok: bool, message: str) -> None:
 
 
 KEYS = ("name", "description", "step_s", "context_s", "prefill_tokens_per_s", "request_s", "block_tokens",
-        "cache_tokens", "cache_per_context", "start_s", "sources")
+        "cache_tokens", "cache_per_context", "start_s", "sources", "layouts")
+
+
+def _step_points(steps: Any, where: str) -> tuple[tuple[int, float], ...]:
+    if not isinstance(steps, dict) or not steps:
+        raise ConfigError(f"time model {where}: step_s must map sequences to seconds per step")
+    return tuple(sorted((int(b), float(s)) for b, s in steps.items()))
+
+
+def layout_from_data(name: str, data: Any, where: str) -> Layout:
+    """A layout from its entry under ``layouts:``; a one-line ``ConfigError`` for a bad one."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"time model {where}: layout {name} must be a mapping of keys")
+    unknown = sorted(set(data) - set(LAYOUT_KEYS))
+    if unknown:
+        raise ConfigError(f"time model {where}: layout {name}: unknown key {unknown[0]!r} "
+                          f"(known: {', '.join(LAYOUT_KEYS)})")
+    try:
+        figures: list[tuple[str, Any]] = []
+        for key in LAYOUT_FIGURES:
+            if data.get(key) is None:
+                continue
+            value = data[key]
+            figures.append((key, _step_points(value, where) if key == "step_s"
+                            else int(value) if key in ("block_tokens", "cache_tokens") else float(value)))
+        layout = Layout(str(name), int(data.get("gpus", 1)), float(data.get("time_scale", 1.0)),
+                        float(data.get("replica_time_scale", 1.0)), tuple(figures),
+                        str(data.get("description") or ""),
+                        {str(k): str(v) for k, v in (data.get("sources") or {}).items()})
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ConfigError(f"time model {where}: layout {name}: a value is not a number ({exc})") from exc
+    return layout
 
 
 def from_data(data: Any, where: str) -> EngineTimeModel:
@@ -140,11 +305,8 @@ def from_data(data: Any, where: str) -> EngineTimeModel:
     unknown = sorted(set(data) - set(KEYS))
     if unknown:
         raise ConfigError(f"time model {where}: unknown key {unknown[0]!r}")
-    steps = data.get("step_s")
-    if not isinstance(steps, dict) or not steps:
-        raise ConfigError(f"time model {where}: step_s must map sequences to seconds per step")
     try:
-        points = tuple(sorted((int(b), float(s)) for b, s in steps.items()))
+        points = _step_points(data.get("step_s"), where)
         numbers = {k: float(data[k]) for k in ("context_s", "prefill_tokens_per_s", "request_s", "cache_per_context",
                                                "start_s") if data.get(k) is not None}
         block = int(data.get("block_tokens", 16))
@@ -154,9 +316,13 @@ def from_data(data: Any, where: str) -> EngineTimeModel:
     sources = data.get("sources") or {}
     if not isinstance(sources, dict):
         raise ConfigError(f"time model {where}: sources must map keys to text")
+    layouts = data.get("layouts") or {}
+    if not isinstance(layouts, dict):
+        raise ConfigError(f"time model {where}: layouts must map layout names to their figures")
     return EngineTimeModel(str(data.get("name") or where), points, block_tokens=block, cache_tokens=cache,
                            description=str(data.get("description") or ""),
-                           sources={str(k): str(v) for k, v in sources.items()}, **numbers)
+                           sources={str(k): str(v) for k, v in sources.items()},
+                           layouts=tuple(layout_from_data(n, v, where) for n, v in layouts.items()), **numbers)
 
 
 def names() -> list[str]:
