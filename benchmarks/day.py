@@ -64,7 +64,7 @@ from solver.files import atomic_write
 
 RULES = ("kaggle", "stop", "none")
 CLOSE_S = 20.0  # seconds a call keeps for its end: the engine's shutdown, the log, the JSON
-HARD_GRACE_S = 40.0  # --hard-stop's default: --until plus this
+HARD_GRACE_S = 30.0  # --hard-stop's default: --until plus this
 NO_DEADLINE_DAY_S = 18000.0  # rules stop/none: the slice gets a whole 5-hour day, so no deadline bites
 # Environment variables that change nothing measured, left out of a run's identity (the rest of VLLM_* is in it).
 QUIET_ENV = frozenset({"VLLM_CACHE_ROOT", "VLLM_LOGGING_LEVEL", "VLLM_CONFIGURE_LOGGING"})
@@ -194,25 +194,21 @@ def split_calls(seconds: Sequence[float], start_s: float, until_s: float, safety
 
 class DayClock:
     """The day's seconds (``solver.types.Clock``): one Kaggle day split over device calls. It starts at ``at`` (the
-    seconds earlier calls spent) and stands still while paused: a resumed call pauses it while it starts its engine,
-    which the day had started once already.
+    seconds earlier calls spent) and stands still while paused: a resumed call keeps it paused until its engine is
+    up (its imports and the engine's start are the device's doing: the day started one engine, in its first call).
 
-    >>> c = DayClock(100.0); c.pause(); a = c.now(); time.sleep(0.01); c.now() == a and 100.0 <= a < 100.5
+    >>> c = DayClock(100.0, paused=True); a = c.now(); time.sleep(0.01); c.now() == a and abs(a - 100.0) < 1e-6
     True
     >>> c.resume(); c.now() - a < 0.5
     True
     """
 
-    def __init__(self, at: float = 0.0) -> None:
+    def __init__(self, at: float = 0.0, *, paused: bool = False) -> None:
         self._offset = time.monotonic() - at
-        self._paused_at: float | None = None
+        self._paused_at: float | None = time.monotonic() if paused else None
 
     def now(self) -> float:
         return (self._paused_at if self._paused_at is not None else time.monotonic()) - self._offset
-
-    def pause(self) -> None:
-        if self._paused_at is None:
-            self._paused_at = time.monotonic()
 
     def resume(self) -> None:
         if self._paused_at is not None:
@@ -309,8 +305,8 @@ class Recorder:
     """What the engine's life and the current problem did: written from the supervisor's loop thread (the engine
     opened and closed, each attempt reported), read on the main thread between problems."""
 
-    def __init__(self, clock: DayClock, resumed: bool) -> None:
-        self.clock, self.resumed = clock, resumed
+    def __init__(self, clock: DayClock) -> None:
+        self.clock = clock
         self.timeline = Timeline()
         self.timed: list[TimedEngine] = []
         self.events: list[tuple[str, float, float]] = []  # (open | close | open-failed, perf_counter at end, seconds)
@@ -324,12 +320,8 @@ class Recorder:
             timed.timeline = self.timeline
         self.reps = []
 
-    def opening(self) -> None:
-        if self.resumed and not any(kind == "open" for kind, _, _ in self.events):
-            self.clock.pause()  # the day started its engine in its first call; this one is the device's doing
-
     def opened(self, timed: TimedEngine | None, seconds: float) -> None:
-        self.clock.resume()
+        self.clock.resume()  # a resumed call's clock stood still until now
         self.events.append(("open" if timed is not None else "open-failed", time.perf_counter(), seconds))
         if timed is not None:
             self.timed.append(timed)
@@ -370,7 +362,6 @@ class DaySession:
         from solver.loop.problem import ProblemSolver
         from solver.sandbox.pool import create_sandbox
 
-        self.recorder.opening()
         t0 = time.perf_counter()
         sandbox = create_sandbox(self.config.sandbox, busy=self.config.solve.workers)
         try:
@@ -488,14 +479,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rules", choices=RULES, default="kaggle", help="what acts (module docstring)")
     parser.add_argument("--tool-time", default="auto", help="'carried' (default when the file carries them), "
                         "'measure' (here, first), or fixed seconds per call")
-    parser.add_argument("--json", type=Path, required=True, help="the slice's results, written as each problem ends")
+    parser.add_argument("--json", type=Path, default=None, help="the slice's results, written as each problem ends "
+                        "(required but with --estimate)")
     parser.add_argument("--resume", action="store_true", help="continue --json where the last call stopped (a new "
                         "file when there is none)")
     parser.add_argument("--until", type=float, default=None, help="seconds after this process started: start no "
                         "problem the time model says would end later")
     parser.add_argument("--hard-stop", type=float, default=None, help="seconds after this process started: abandon "
                         f"the problem in flight and exit 3 (default --until + {HARD_GRACE_S:.0f})")
-    parser.add_argument("--safety", type=float, default=1.25, help="the estimate times this (default 1.25)")
+    parser.add_argument("--safety", type=float, default=1.1, help="the estimate times this (default 1.1)")
     parser.add_argument("--max-problems", type=int, default=None, help="problems this call plays at most")
     parser.add_argument("--kill-engine-at", default=None, metavar="PROBLEM:SECONDS",
                         help="kill the engine core SECONDS into PROBLEM (an id or a position in the slice)")
@@ -534,10 +526,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args.kill = KillAt.parse(args.kill_engine_at) if args.kill_engine_at else None
     if not args.attempts_file.is_file():
         raise BadInput(f"--attempts-file: no file {args.attempts_file}")
+    if args.estimate:
+        args.json = args.table = None
+    elif args.json is None:
+        raise BadInput("--json: where the slice's results go (required but with --estimate)")
     for path in (args.json, args.table):
         if path is not None and not path.parent.is_dir():
             raise BadInput(f"no folder {path.parent} for {path}")
-    if args.json.exists() and not args.resume and not args.estimate:
+    if args.json is not None and args.json.exists() and not args.resume:
         raise BadInput(f"{args.json} exists: pass --resume to continue it, or remove it")
     try:
         overrides = parse_overrides(args.overrides)
@@ -759,8 +755,8 @@ class Run:
         self.kill_id = args.kill.resolve(self.ids) if args.kill else None  # load_plan checked it
         self.call = len(self.state["calls"]) + 1
         spent = self.state["problems"][-1]["day_end_s"] if self.state["problems"] else 0.0
-        self.clock = DayClock(spent)
-        self.recorder = Recorder(self.clock, resumed=bool(self.state["problems"]))
+        self.clock = DayClock(spent, paused=bool(self.state["problems"]))
+        self.recorder = Recorder(self.clock)
         self.run_dir = args.run_dir or args.json.with_name(f"{args.json.stem}-call{self.call}")
         self.call_record: dict[str, Any] = {
             "call": self.call, "started": datetime.datetime.now().isoformat(timespec="seconds"),
