@@ -204,8 +204,9 @@ class DayClock:
     """
 
     def __init__(self, at: float = 0.0, *, paused: bool = False) -> None:
-        self._offset = time.monotonic() - at
-        self._paused_at: float | None = time.monotonic() if paused else None
+        now = time.monotonic()
+        self._offset = now - at
+        self._paused_at: float | None = now if paused else None
 
     def now(self) -> float:
         return (self._paused_at if self._paused_at is not None else time.monotonic()) - self._offset
@@ -618,7 +619,7 @@ def load_plan(args: argparse.Namespace) -> tuple[list[list[Replay]], str]:
                 await sandbox.close()
 
         problems = with_tool_times(problems, asyncio.run(measure()))
-    elif mode not in ("carried",):
+    elif mode != "carried":
         problems = with_tool_times(problems, fixed_tool_times(problems, args.tool_s))
     return problems, mode
 
@@ -983,7 +984,12 @@ def main(argv: list[str] | None = None) -> int:
               f"right; the day's clock at {done[-1]['day_end_s']:.0f} s")
     run.save()
     if args.table is not None:
-        print_table(upsert_row(args.table, table_row(run.state, args.label, args.json)))
+        try:
+            print_table(upsert_row(args.table, table_row(run.state, args.label, args.json)))
+        except (OSError, ValueError) as exc:
+            print(f"day.py: error: --table {args.table}: {str(exc).splitlines()[0]} (the run's --json is written)",
+                  file=sys.stderr)
+            return 1
     return 0
 
 
