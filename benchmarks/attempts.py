@@ -20,7 +20,13 @@ the text says, as ``workload.TracedEngine`` does for drawn plans:
 Caps keep a GPU run inside one call: generated tokens and requests per attempt, and the config's own limits
 (``sampling.max_tokens`` per request, ``sampling.max_total_tokens`` and ``max_turns`` per attempt,
 ``engine.args.max_model_len`` for the context). The request where a cap bites becomes the attempt's last: it
-decodes what fits and answers.
+decodes what fits and answers (``Caps.at_limit`` "answer", the engine benchmark's identical work). With
+``at_limit`` "length" (the day slice) the config's own limits end an attempt as they end a live one: the request
+where one bites decodes what the loop and the engine allow and stops there, no answer (status ``length``; a prompt
+that already fills the context is refused: ``error``), as ``solver.offline.sim``'s plans cut recordings.
+
+Tool seconds measured once (``extract_attempts.py --measure-tools``) travel in the extract, one list per attempt
+(``tool_seconds``: per request, 0 where nothing ran); ``read_tool_seconds`` reads them and ``plan`` uses them.
 
 The plan is built by running the solver's dialogue over it once (``plan_attempt``), so every appended id and
 every context length is what the pipeline will send; a contender without solver code (``real_shape.py``'s (t))
@@ -32,7 +38,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
 from solver.dialects import TurnOutput
 from solver.dialects import OutputStyle, execution_from_shown
@@ -59,16 +66,20 @@ class Caps:
     attempt_tokens: int | None = None  # decoded tokens per attempt
     attempt_requests: int | None = None  # requests per attempt
     only: tuple[str, ...] = ()  # these problems, in this order (instead of the first ``problems``)
+    at_limit: Literal["answer", "length"] = "answer"  # where the config's own limits bite (module docstring)
 
     def line(self) -> str:
         """
         >>> Caps(2, 8, 6000, None).line()
         '2 problems x 8 attempts; per attempt: tokens <= 6000, requests uncapped'
+        >>> Caps(1, 8, at_limit="length").line()
+        "1 problems x 8 attempts; per attempt: tokens uncapped, requests uncapped; the config's limits end attempts"
         """
         tokens = f"tokens <= {self.attempt_tokens}" if self.attempt_tokens else "tokens uncapped"
         requests = f"requests <= {self.attempt_requests}" if self.attempt_requests else "requests uncapped"
         which = ", ".join(self.only) if self.only else f"{self.problems} problems"
-        return f"{which} x {self.attempts} attempts; per attempt: {tokens}, {requests}"
+        ends = "; the config's limits end attempts" if self.at_limit == "length" else ""
+        return f"{which} x {self.attempts} attempts; per attempt: {tokens}, {requests}{ends}"
 
 
 @dataclass(frozen=True)
@@ -85,6 +96,7 @@ class Step:
     ending: tuple[int, ...] = ()  # the scripted ending's ids (not decoded)
     appended: tuple[int, ...] = ()  # what the dialogue appends after the ending (tool message, next header)
     prompt_tokens: int = 0  # the context this request is sent
+    limit: bool = False  # a config limit ends the attempt here: ``tokens`` decoded, finish length, no ending
 
 
 @dataclass(frozen=True)
@@ -108,6 +120,12 @@ class Replay:
     def context_tokens(self) -> int:
         last = self.steps[-1]
         return last.prompt_tokens + last.tokens + len(last.ending)
+
+    @property
+    def answered(self) -> bool:
+        """Whether the attempt ends with its answer (else a config limit ended it: ``Caps.at_limit`` "length")."""
+        last = self.steps[-1]
+        return not (last.call or last.limit)
 
 
 def choose(problem_ids: Sequence[str], problems: int, attempts: int, only: Sequence[str] = ()) -> dict[str, list[int]]:
@@ -206,33 +224,52 @@ class Limits:
 
 
 def plan_attempt(attempt: Attempt, problem: Problem, index: int, dialect: Any, style: OutputStyle, caps: Caps,
-                 limits: Limits, script: Script) -> Replay:
+                 limits: Limits, script: Script, tool_seconds: Sequence[float] | None = None) -> Replay:
     """The replay of one recorded attempt as repetition ``index``: its requests within the caps, each with the
     ids the solver's dialogue appends after it, found by running the dialogue over the plan (the engine's own
-    tokens stand in as plain words: what is appended does not depend on them)."""
-    codes = recorded_code(attempt, script)
+    tokens stand in as one plain word: what is appended does not depend on them, and parsing a turn costs time in
+    proportion to its length). ``tool_seconds``: per recorded request, the seconds its call runs (carried with the
+    extract; the recorded code is then not read); else every call's ``tool_s`` is 0 and its ``code`` is read."""
+    codes = recorded_code(attempt, script) if tool_seconds is None else [None] * len(attempt.requests)
     dialogue = dialect.start(problem)
     steps: list[Step] = []
     decoded = counted = 0  # decoded tokens; tokens the loop counts (decoded and scripted, as it limits them)
+    shift = 0  # tokens the stand-in words leave out of the dialogue's context
     answer = attempt.trace_answer if attempt.trace_answer and attempt.trace_answer.isdigit() else "0"
     token_cap = caps.attempt_tokens if caps.attempt_tokens is not None else limits.max_total_tokens
     model_len = limits.max_model_len or 1 << 62
+    live = caps.at_limit == "length"
     for turn, request in enumerate(attempt.requests):
-        prompt = len(dialogue.prompt().token_ids or ())
+        prompt = len(dialogue.prompt().token_ids or ()) + shift
         want = len(request.generated)
         shown = request.tool_output if request.tool_output is not None else request.follow_up
         key = key_of(problem.id, index, turn)
         ending = script.call(key)
-        final = (turn == len(attempt.requests) - 1 or shown is None or turn + 1 >= limits.max_turns
+        if live:  # the loop's and the engine's limits, as they stop a live attempt (solver.loop.repetition)
+            left = limits.max_total_tokens - counted
+            if turn >= limits.max_turns or left <= 0:
+                break  # no further request: the attempt ends after its last call (status length)
+            if model_len - prompt <= 0:  # the engine refuses a prompt that fills the context (status error)
+                steps.append(Step(0, False, recorded_tokens=want, prompt_tokens=prompt, limit=True))
+                break
+            cap = min(limits.max_tokens, left, model_len - prompt)
+            if want > cap and cap < token_cap - decoded:  # a limit bites before the benchmark's own cap: decoded
+                steps.append(Step(cap, False, recorded_tokens=want, prompt_tokens=prompt, limit=True))
+                break  # up to it, finish length, no answer
+        final = (turn == len(attempt.requests) - 1 or shown is None
+                 or (not live and turn + 1 >= limits.max_turns)
                  or (caps.attempt_requests is not None and turn + 1 >= caps.attempt_requests))
         if not final:
-            # a call must leave room for its ending, the tool message (its text plus headers) and a next request
-            fits = min(limits.max_tokens, limits.max_total_tokens - counted - len(ending) - 1, token_cap - decoded,
-                       model_len - prompt - len(ending) - len(script.encode(shown or "")) - 32)
+            # a call must leave room for its ending, the tool message (its text plus headers) and a next request;
+            # with live limits only the benchmark's own cap is checked here (the limits were checked above)
+            fits = token_cap - decoded if live else min(
+                limits.max_tokens, limits.max_total_tokens - counted - len(ending) - 1, token_cap - decoded,
+                model_len - prompt - len(ending) - len(script.encode(shown or "")) - 32)
             final = fits < want
         if final:  # the recorded last request, or a cap bites: this request answers with what fits
-            tokens = min(want, limits.max_tokens, limits.max_total_tokens - counted, token_cap - decoded,
-                         model_len - prompt - 1)
+            tokens = (min(want, token_cap - decoded) if live else
+                      min(want, limits.max_tokens, limits.max_total_tokens - counted, token_cap - decoded,
+                          model_len - prompt - 1))
             if tokens >= 1:
                 steps.append(Step(tokens, False, recorded_tokens=want, ending=tuple(script.answer(answer)),
                                   prompt_tokens=prompt))
@@ -242,7 +279,7 @@ def plan_attempt(attempt: Attempt, problem: Problem, index: int, dialect: Any, s
             else:
                 raise PlanError(f"problem {problem.id}: its prompt ({prompt} tokens) leaves no room to generate")
             break
-        ids = [script.words[0]] * want + ending
+        ids = [script.words[0]] * min(want, 1) + ending
         out = TurnOutput(script.encoding.decode(ids[:-1]), tuple(ids), "stop", stop_token=ids[-1])
         reading = dialogue.read(out)
         if reading.call != CALL_CODE.format(key=key):
@@ -250,15 +287,19 @@ def plan_attempt(attempt: Attempt, problem: Problem, index: int, dialect: Any, s
                             f"(it read {reading.call!r})")
         dialogue.reply(out, reading, execution_from_shown("", shown or "", style))
         after = dialogue.prompt().token_ids or ()
-        steps.append(Step(want, True, shown or "", codes[turn], 0.0, want, len(request.appended), tuple(ending),
-                          tuple(after[prompt + len(ids):]), prompt))
+        seconds = float(tool_seconds[turn]) if tool_seconds is not None and turn < len(tool_seconds) else 0.0
+        steps.append(Step(want, True, shown or "", codes[turn], seconds, want, len(request.appended), tuple(ending),
+                          tuple(after[prompt - shift + len(ids):]), prompt))
+        shift += want - min(want, 1)
         decoded += want
         counted += want + len(ending)
     return Replay(problem, index, tuple(steps), answer)
 
 
-def plan(attempts: Sequence[Attempt], caps: Caps, config: Any) -> list[list[Replay]]:
-    """Per chosen problem (``choose``), its replays, repetition 0..K-1 in file order."""
+def plan(attempts: Sequence[Attempt], caps: Caps, config: Any,
+         tool_seconds: Sequence[Sequence[float] | None] | None = None) -> list[list[Replay]]:
+    """Per chosen problem (``choose``), its replays, repetition 0..K-1 in file order; ``tool_seconds``: per attempt
+    (as ``attempts``), its calls' carried seconds (``read_tool_seconds``)."""
     from solver.dialects import make_dialect
 
     chosen = choose([a.problem_id for a in attempts], caps.problems, caps.attempts, caps.only)
@@ -272,7 +313,8 @@ def plan(attempts: Sequence[Attempt], caps: Caps, config: Any) -> list[list[Repl
     for pid, positions in chosen.items():
         first = attempts[positions[0]]
         problem = Problem(pid, first.problem, first.answer)
-        out.append([plan_attempt(attempts[p], problem, i, dialect, style, caps, limits, script)
+        out.append([plan_attempt(attempts[p], problem, i, dialect, style, caps, limits, script,
+                                 tool_seconds[p] if tool_seconds is not None else None)
                     for i, p in enumerate(positions)])
     return out
 
@@ -282,6 +324,21 @@ def with_tool_times(problems: list[list[Replay]], times: dict[str, float]) -> li
     return [[replace(r, steps=tuple(replace(s, tool_s=times.get(key_of(r.problem.id, r.index, t), s.tool_s))
                                     if s.call else s for t, s in enumerate(r.steps))) for r in replays]
             for replays in problems]
+
+
+def read_tool_seconds(path: Path) -> list[tuple[float, ...] | None]:
+    """Per attempt of a trace file (in file order), the seconds each of its requests' calls ran when measured for
+    the extract (``tool_seconds``), or None where the line carries none. A malformed list is a ``PlanError``."""
+    from solver.recordings import json_lines
+
+    out: list[tuple[float, ...] | None] = []
+    for where, record in json_lines(path):
+        seconds = record.get("tool_seconds")
+        if seconds is not None and not (isinstance(seconds, list) and all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in seconds)):
+            raise PlanError(f"{where}: tool_seconds must be a list of seconds >= 0")
+        out.append(None if seconds is None else tuple(float(x) for x in seconds))
+    return out
 
 
 def fixed_tool_times(problems: list[list[Replay]], seconds: float) -> dict[str, float]:
@@ -347,12 +404,20 @@ class _RecordedSession:
 
 class ReplayEngine(TracedEngine):
     """The real engine made to follow replays: each request decodes its step's tokens among plain words, then
-    gets its step's scripted ending (``TracedEngine`` does the rest, and counts what was decoded)."""
+    gets its step's scripted ending (``TracedEngine`` does the rest, and counts what was decoded). A request of no
+    replay (the Kaggle supervisor's one-token health probe) goes to the engine as it is."""
 
     def __init__(self, inner: Any, problems: list[list[Replay]], script: Script) -> None:
         plans: dict[tuple[str, int], Any] = {(r.problem.id, r.index): r for replays in problems for r in replays}
         super().__init__(inner, plans, "sleep", script.traced)
 
-    def ending(self, request: GenerationRequest, turn: Any, plan: Any) -> tuple[str, list[int], str | None, int]:
+    def stream(self, request: GenerationRequest) -> Any:
+        if (request.problem_id, request.repetition) not in self.plans:
+            return self.inner.stream(request)
+        return super().stream(request)
+
+    def ending(self, request: GenerationRequest, turn: Any, plan: Any) -> tuple[str, list[int], str | None, int] | None:
+        if turn.limit:  # a config limit ended the request: it stops with finish length, as a live one does
+            return None
         ids = list(turn.ending)
         return self.script.decode(ids[:-1]), ids, None, ids[-1]

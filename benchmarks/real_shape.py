@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from attempts import (Caps, PlanError, RecordedOutputs, Replay, ReplayEngine, Script, fixed_tool_times,
-                      measure_tool_times, plan, with_tool_times)
+                      measure_tool_times, plan, read_tool_seconds, with_tool_times)
 from timeline import RequestRecord, Sampler, ServerMetrics, Timeline, TimedEngine, in_process_reader
 
 from solver.config import Config, ConfigError, from_dict, load_config
@@ -81,17 +81,24 @@ class Result:
         return self.tokens / self.seconds if self.seconds else 0.0
 
 
-def build_config(args: argparse.Namespace, overrides: dict[str, Any]) -> Config:
-    """The preset (``h100-gptoss``); on CPU (no ``--gpu``) with the tiny preset's engine and the tiny harmony model
-    in place of the preset's engine section. Overrides last. ConfigError on a bad value."""
-    config = load_config(args.preset)
-    if not args.gpu:
+def preset_engine(preset: str, gpu: bool) -> Config:
+    """The preset; on CPU (``gpu`` false) with the tiny preset's engine and the tiny harmony model in place of the
+    preset's engine section (its prompt, sampling, sandbox, rules and budget kept)."""
+    config = load_config(preset)
+    if not gpu:
         from solver.models import ensure_tiny_harmony_model
 
         tiny = load_config("tiny").to_dict()["engine"]
         tiny["model"] = str(ensure_tiny_harmony_model())
         tiny["args"]["skip_tokenizer_init"] = True  # harmony renders and parses ids; the model has no tokenizer
         config = from_dict({**config.to_dict(), "engine": tiny})
+    return config
+
+
+def build_config(args: argparse.Namespace, overrides: dict[str, Any]) -> Config:
+    """The preset (``h100-gptoss``) as ``preset_engine`` gives it, with the rules off and K attempts at once.
+    Overrides last. ConfigError on a bad value."""
+    config = preset_engine(args.preset, args.gpu)
     fixed = {"stop.stoppers": [], "stop.first_answer": False, "solve.workers": args.attempts,
              "solve.reps": args.attempts, "sandbox.code_mode": "stateful"}
     if args.model:
@@ -359,9 +366,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         "of the first --problems with at least --attempts attempts)")
     parser.add_argument("--attempt-tokens", type=int, default=None, help="cap: decoded tokens per attempt")
     parser.add_argument("--attempt-requests", type=int, default=None, help="cap: requests per attempt")
-    parser.add_argument("--tool-time", default="measure",
-                        help="seconds a call runs: 'measure' (re-execute the recorded code in our sandbox first) "
-                             "or a fixed number of seconds")
+    parser.add_argument("--tool-time", default="auto",
+                        help="seconds a call runs: 'carried' (measured once for the extract: extract_attempts.py "
+                             "--measure-tools), 'measure' (re-execute the recorded code in our sandbox first), a "
+                             "fixed number of seconds, or 'auto' (default: carried when the file has them, else "
+                             "measure)")
     parser.add_argument("--sandbox-workers", type=int, default=None,
                         help="snippets at once in the pipelines' sandbox (default: --attempts: calls only sleep)")
     parser.add_argument("--contenders", default=",".join(CONTENDERS),
@@ -383,11 +392,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise BadInput(f"--{name.replace('_', '-')} must be >= 1")
-    if args.tool_time != "measure":
+    if args.tool_time not in ("auto", "carried", "measure"):
         try:
             args.tool_s = float(args.tool_time)
         except ValueError:
-            raise BadInput(f"--tool-time: 'measure' or seconds, not {args.tool_time!r}") from None
+            raise BadInput(f"--tool-time: 'auto', 'carried', 'measure' or seconds, not {args.tool_time!r}") from None
         if args.tool_s < 0:
             raise BadInput("--tool-time must be >= 0 seconds")
     if not args.attempts_file.is_file():
@@ -403,6 +412,15 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def tool_source(args: argparse.Namespace) -> str:
+    """
+    >>> tool_source(argparse.Namespace(tool_time="carried")), tool_source(argparse.Namespace(tool_time="0.5", tool_s=0.5))
+    ('carried with the extract', '0.5 s per call')
+    """
+    return {"measure": "measured", "carried": "carried with the extract"}.get(args.tool_time,
+                                                                            f"{getattr(args, 'tool_s', 0)} s per call")
+
+
 def main(argv: list[str] | None = None) -> int:
     from solver.recordings import TraceError, read_attempts
 
@@ -411,7 +429,15 @@ def main(argv: list[str] | None = None) -> int:
         only = tuple(p.strip() for p in args.problem_ids.split(",") if p.strip())
         config, caps = args.config, Caps(len(only) or args.problems, args.attempts, args.attempt_tokens,
                                          args.attempt_requests, only)
-        problems = plan(read_attempts(args.attempts_file), caps, config)
+        carried = read_tool_seconds(args.attempts_file)
+        has_times = all(x is not None for x in carried)
+        if args.tool_time == "carried" and not has_times:
+            raise BadInput(f"--tool-time carried: {args.attempts_file} carries no tool_seconds (write the extract "
+                           "with extract_attempts.py --measure-tools)")
+        if args.tool_time == "auto":
+            args.tool_time = "carried" if has_times else "measure"
+        problems = plan(read_attempts(args.attempts_file), caps, config,
+                        carried if args.tool_time == "carried" else None)
     except (BadInput, TraceError, PlanError, ConfigError) as exc:
         print(f"engine.py --workload real: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
@@ -435,6 +461,9 @@ def main(argv: list[str] | None = None) -> int:
         times = asyncio.run(measure())
         print(f"tool times: re-executed {len(times)} recorded calls in our sandbox in "
               f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    elif args.tool_time == "carried":
+        times = {}
+        print(f"tool times: carried with {args.attempts_file} (measured once, not again)", file=sys.stderr)
     else:
         times = fixed_tool_times(problems, args.tool_s)
     problems = with_tool_times(problems, times)
@@ -447,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"replayed: {work['requests']} requests ({work['calls']} calls), {work['tokens']} decoded tokens of the "
           f"recorded {work['recorded_tokens']}, contexts up to {work['context_max']} (median "
           f"{work['context_median']}); tool time {work['tool_s']:.1f} s "
-          f"({'measured' if args.tool_time == 'measure' else f'{args.tool_s} s per call'}), the slowest attempt's "
+          f"({tool_source(args)}), the slowest attempt's "
           f"per problem {work['tool_floor_s']:.1f} s in all; engine {config.engine.model}, "
           f"{json.dumps(config.engine.args, sort_keys=True)}")
     workers = args.sandbox_workers or args.attempts

@@ -77,6 +77,10 @@ class TimedEngine:
     def running_requests(self) -> int:
         return self.inner.running_requests()
 
+    def is_dead(self) -> bool:
+        dead = getattr(self.inner, "is_dead", None)
+        return bool(dead()) if callable(dead) else False
+
     async def close(self) -> None:
         await self.inner.close()
 

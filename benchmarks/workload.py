@@ -191,6 +191,11 @@ class TracedEngine:
     def running_requests(self) -> int:
         return self.inner.running_requests()
 
+    def is_dead(self) -> bool:
+        """The inner engine's death flag (the Kaggle supervisor checks it before each problem)."""
+        dead = getattr(self.inner, "is_dead", None)
+        return bool(dead()) if callable(dead) else False
+
     async def close(self) -> None:
         await self.inner.close()
 
@@ -210,8 +215,9 @@ class TracedEngine:
         return replace(request, max_tokens=n, stop=(), stop_token_ids=(), extra=extra), turn, plan
 
     def ending(self, request: GenerationRequest, turn: TurnPlan,
-               plan: RepetitionPlan) -> tuple[str, list[int], str | None, int | None]:
-        """The scripted end of a turn that decoded all its tokens: the plan's program, or the answer."""
+               plan: RepetitionPlan) -> tuple[str, list[int], str | None, int | None] | None:
+        """The scripted end of a turn that decoded all its tokens: the plan's program, or the answer (None: the
+        turn ends as the engine ended it)."""
         code = None if turn.code_s is None else program(turn.code_s, self.kind, request.turn)
         return self.script.ending(code, plan.answer)
 
@@ -224,10 +230,13 @@ class TracedEngine:
             async for delta in deltas:
                 real.extend(delta.token_ids)
                 self.decoded[key] = self.decoded.get(key, 0) + len(delta.token_ids)
-                if delta.finish_reason != "length" or forced.max_tokens < turn.tokens:
+                scripted = None
+                if delta.finish_reason == "length" and forced.max_tokens >= turn.tokens:
+                    scripted = self.ending(request, turn, plan)
+                if scripted is None:
                     yield delta
                     continue
-                text, ids, stop, token = self.ending(request, turn, plan)
+                text, ids, stop, token = scripted
                 yield replace(delta, text=delta.text + text, token_ids=delta.token_ids + tuple(ids),
                               finish_reason="stop", stop_reason=stop, stop_token=token)
 

@@ -121,7 +121,7 @@ def test_replayed_calls_sleep_in_the_sandbox_and_answer_with_the_recorded_output
 def test_bad_input_is_one_line_and_exit_2_before_anything_starts(tmp_path):
     for args, message in ((["--contenders", "a,x"], "--contenders: choose among a, t, b1, s"),
                           (["--attempts-file", str(tmp_path / "none.jsonl")], "--attempts-file: no file"),
-                          (["--tool-time", "soon"], "--tool-time: 'measure' or seconds"),
+                          (["--tool-time", "soon"], "--tool-time: 'auto', 'carried', 'measure' or seconds"),
                           (["--attempt-tokens", "0"], "--attempt-tokens must be >= 1")):
         done = run("benchmarks/engine.py", "--workload", "real", *args, timeout=120)
         assert done.returncode == 2 and done.stdout == "", done.stderr

@@ -10,6 +10,9 @@ Inputs (the JSON the benchmarks write with ``--json``):
 - engine probes (``benchmarks/probes.py``): the prefill rate (median of the re-sent prompts' fills) and the
   prefix cache's size the engine reported.
 
+- a day slice with a fault (``benchmarks/day.py --kill-engine-at``): the seconds the Kaggle supervisor took to
+  replace the killed engine (the dead one closed, a new one started) are ``rebuild_s``.
+
 What the inputs cannot tell (the step time at other batch sizes, the cache's tokens per context token, the engine
 start) is kept from a base model, and every fitted number's source is rewritten. The check: the timeline's own
 plan (per attempt its requests, tool times and prompts) played on the fitted model (``engine_timeline``) against
@@ -17,6 +20,11 @@ the seconds the run took.
 
     R=benchmarks/results; python -m solver.timing.fit --base h100-gptoss --timeline $R/h100_real-t-30k.json \\
         --probes $R/h100_probes.json --probes $R/h100_probes-ret0.json --probes $R/h100_probes-ret1024.json \\
+        --out solver/timing/data/h100-gptoss.yaml
+
+A rebuild measured by a day slice's fault (a ``benchmarks/day.py --kill-engine-at`` run's ``--json``):
+
+    python -m solver.timing.fit --base h100-gptoss --fault benchmarks/results/h100_day-fault.json \
         --out solver/timing/data/h100-gptoss.yaml
 
 The tiny CPU model, from three real-shape runs on this machine (1, 4 and 8 attempts of 3,000 tokens: ``python
@@ -134,11 +142,35 @@ def predicted_seconds(data: dict[str, Any], model: EngineTimeModel) -> float:
     return sum(max(engine_timeline(attempts, len(attempts), model).ends) for attempts in plan_attempts(data))
 
 
+def rebuild_seconds(day: dict[str, Any]) -> float:
+    """The rebuild a day slice's fault measured (``fault.rebuild.rebuild_s``); a one-line ``ConfigError`` when the
+    file holds none.
+
+    >>> rebuild_seconds({"fault": {"rebuild": {"rebuild_s": 131.5}}})
+    131.5
+    >>> rebuild_seconds({"fault": None})
+    Traceback (most recent call last):
+    ...
+    solver.errors.ConfigError: the day file holds no measured rebuild (fault.rebuild: run day.py --kill-engine-at)
+    """
+    rebuild = (day.get("fault") or {}).get("rebuild") or {}
+    if not isinstance(rebuild.get("rebuild_s"), (int, float)):
+        raise ConfigError("the day file holds no measured rebuild (fault.rebuild: run day.py --kill-engine-at)")
+    return float(rebuild["rebuild_s"])
+
+
 def fit(base: EngineTimeModel, timeline_data: dict[str, Any] | None = None, probes: list[dict[str, Any]] = (),
-        contender: str | None = None, name: str | None = None) -> EngineTimeModel:
+        contender: str | None = None, name: str | None = None,
+        fault: dict[str, Any] | None = None) -> EngineTimeModel:
     """``base`` with what the given files measure fitted again (see the module docstring); the cache size is the
-    first probes file's."""
+    first probes file's, the rebuild the ``fault`` day file's."""
     model, sources = base, dict(base.sources)
+    if fault is not None:
+        rebuild = fault["fault"]["rebuild"] if isinstance(fault.get("fault"), dict) else {}
+        model = replace(model, rebuild_s=round(rebuild_seconds(fault), 1))
+        sources["rebuild_s"] = (f"the engine core killed {fault['fault'].get('at_s')} s into problem "
+                                f"{fault['fault'].get('problem')}, the Kaggle supervisor's rebuild at the next problem: "
+                                f"close {rebuild.get('close_s')} s + start {rebuild.get('open_s')} s, {fault['_file']}")
     rates = [float(r["prefill_tps"]) for p in probes for r in p.get("resent", []) if r.get("prefill_tps")]
     if rates:
         model = replace(model, prefill_tokens_per_s=float(round(float(np.median(rates)))))
@@ -187,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--contender", default=None, help="which contender's timeline (default: the first with one)")
     parser.add_argument("--probes", type=Path, action="append", default=[],
                         help="probes.py --json output (repeat for several)")
+    parser.add_argument("--fault", type=Path, default=None, help="benchmarks/day.py --json output of a run with "
+                        "--kill-engine-at: its rebuild's seconds become rebuild_s")
     parser.add_argument("--name", default=None, help="the fitted model's name (default: the base's)")
     parser.add_argument("--out", type=Path, help="write the model here (default: print it)")
     args = parser.parse_args(argv)
@@ -194,7 +228,10 @@ def main(argv: list[str] | None = None) -> int:
         base = load_time_model(args.base)
         timeline = _read(args.timeline) if args.timeline else None
         probes = [_read(p) for p in args.probes]
-        model = fit(base, timeline, probes, args.contender, args.name)
+        fault = _read(args.fault) if args.fault else None
+        if fault is not None:
+            rebuild_seconds(fault)  # a file without a rebuild fails here, in one line
+        model = fit(base, timeline, probes, args.contender, args.name, fault)
         text = dump(model)
         if timeline is not None and timeline.get("plan"):
             measured = float(_contender(timeline, args.contender)["seconds"])

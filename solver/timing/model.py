@@ -15,7 +15,10 @@ The rules the numbers feed (``solver.timing.steps`` and ``solver.timing.timeline
   plus the previous request's last partial block of ``block_tokens``; but once the cache would hold more than
   ``cache_tokens`` (``cache_per_context`` tokens per context token of the sequences decoding plus the new prompt),
   the whole prompt is prefilled again (the all-or-nothing loss of a hybrid model's cache, benchmarks/README.md);
-- ``start_s``: the engine's start, counted once against a run's total time.
+- ``start_s``: the engine's start, counted once against a run's total time;
+- ``rebuild_s``: replacing an engine whose process died, as the Kaggle supervisor does (the dead one closed, a new
+  one started), measured by killing the engine core mid-problem (``benchmarks/day.py --kill-engine-at``); null
+  where not measured.
 
 Layouts (``layouts:`` in the data, ``Layout``): the same model run on several GPUs of the machine, one entry per
 way, each with the GPUs one engine spans and only the figures measured otherwise: ``tp2`` (one engine over two GPUs
@@ -132,6 +135,7 @@ class EngineTimeModel:
     cache_tokens: int | None = None  # None: the prefix cache never loses a context
     cache_per_context: float = 1.0
     start_s: float = 0.0
+    rebuild_s: float | None = None  # seconds; None: not measured
     description: str = ""
     sources: dict[str, str] = field(default_factory=dict)  # key -> where its number came from
     layouts: tuple[Layout, ...] = ()  # other ways to run it on a machine's GPUs (tp1 is the model as it is)
@@ -150,6 +154,8 @@ class EngineTimeModel:
         _check(self.cache_tokens is None or self.cache_tokens > 0, f"time model {self.name}: cache_tokens must be "
                                                                    "> 0 or null")
         _check(self.cache_per_context > 0, f"time model {self.name}: cache_per_context must be > 0")
+        _check(self.rebuild_s is None or self.rebuild_s >= 0, f"time model {self.name}: rebuild_s must be >= 0 "
+                                                               "or null")
 
     def base_seconds(self, sequences: int) -> float:
         """Seconds per decode step for ``sequences`` holding no context (linear between measured points)."""
@@ -239,7 +245,8 @@ class EngineTimeModel:
                 "step_s": {b: s for b, s in self.step_s}, "context_s": self.context_s,
                 "prefill_tokens_per_s": self.prefill_tokens_per_s, "request_s": self.request_s,
                 "block_tokens": self.block_tokens, "cache_tokens": self.cache_tokens,
-                "cache_per_context": self.cache_per_context, "start_s": self.start_s, "sources": dict(self.sources)}
+                "cache_per_context": self.cache_per_context, "start_s": self.start_s, "rebuild_s": self.rebuild_s,
+                "sources": dict(self.sources)}
         if self.layouts:
             data["layouts"] = {layout.name: layout.to_data() for layout in self.layouts}
         return data
@@ -264,7 +271,7 @@ def _check(ok: bool, message: str) -> None:
 
 
 KEYS = ("name", "description", "step_s", "context_s", "prefill_tokens_per_s", "request_s", "block_tokens",
-        "cache_tokens", "cache_per_context", "start_s", "sources", "layouts")
+        "cache_tokens", "cache_per_context", "start_s", "rebuild_s", "sources", "layouts")
 
 
 def _step_points(steps: Any, where: str) -> tuple[tuple[int, float], ...]:
@@ -308,7 +315,7 @@ def from_data(data: Any, where: str) -> EngineTimeModel:
     try:
         points = _step_points(data.get("step_s"), where)
         numbers = {k: float(data[k]) for k in ("context_s", "prefill_tokens_per_s", "request_s", "cache_per_context",
-                                               "start_s") if data.get(k) is not None}
+                                               "start_s", "rebuild_s") if data.get(k) is not None}
         block = int(data.get("block_tokens", 16))
         cache = None if data.get("cache_tokens") is None else int(data["cache_tokens"])
     except (TypeError, ValueError) as exc:
