@@ -4,9 +4,13 @@
 - ``pools``: a run log's problems as pools of ballots, seconds, tokens and plans;
 - ``play``: one problem played on one ordered draw, each finish an event of the loop's ``ProblemState``, and a
   simulated day of them, each under the deadline the budget gives it (``simulated_day``);
-- ``trials``: whole leaderboard runs of every setting on common random draws; ``bias``: the bootstrap's bias;
-- ``simulate``: the request, the report; ``summary``: a setting's scores; ``calibration``: simulated against
-  held-out real runs; ``replay_check``: the simulator against the pipeline replaying the same draws;
+- ``scoring``: how a leaderboard scores a day (runs, credit, the line), as data;
+- ``trials``: whole leaderboard days of every setting on common random draws, each run at its own speed;
+  ``bias``: the bootstrap's bias;
+- ``simulate``: the request, the report; ``summary``: a setting's scores; ``separation``: what the data can tell
+  two settings apart by; ``estimators``: the exact all-orders values the trials sample, for small recordings;
+  ``calibration``: simulated against held-out real runs; ``replay_check``: the simulator against the pipeline
+  replaying the same draws;
 - ``output``, ``plots``: tables and pictures.
 
 Outsiders import from here; the modules behind it are this package's own.
@@ -28,10 +32,11 @@ from solver.offline.sim.simulate import (DEFAULT_SPEED_JITTER, SimulationReport,
 from solver.offline.sim.summary import Summary
 from solver.offline.sim.trials import Setting
 
-__all__ = ["DEFAULT_LINE", "DEFAULT_SPEED_JITTER", "DIFFERENCE_NOTE", "Difference", "Played", "PlayedSlot", "Prepared", "ProblemCheck",
-           "ProblemDraw", "ProblemPool", "ReplayCheck", "SCORINGS", "Scoring", "Setting", "SimulatedDay",
-           "SimulationError", "SimulationReport", "SimulationRequest", "Summary",
-           "all_orders", "calibration_lines", "check_replay", "data_flag", "difference_rows", "difference_table", "drawn_pass", "drawn_vote", "fixed_rounds", "jitter_text", "load", "load_pools", "markdown", "play", "play_on",
+__all__ = ["DEFAULT_LINE", "DEFAULT_SPEED_JITTER", "DIFFERENCE_NOTE", "Difference", "Played", "PlayedSlot",
+           "Prepared", "ProblemCheck", "ProblemDraw", "ProblemPool", "ReplayCheck", "SCORINGS", "Scoring", "Setting",
+           "SimulatedDay", "SimulationError", "SimulationReport", "SimulationRequest", "Summary", "all_orders",
+           "calibration_lines", "check_replay", "data_flag", "difference_rows", "difference_table", "drawn_pass",
+           "drawn_vote", "fixed_rounds", "jitter_text", "load", "load_pools", "markdown", "play", "play_on",
            "plot_accuracy_vs_reps", "plot_score_distributions", "prepare", "pyplot", "save_figure", "simulate",
            "simulate_pools", "simulated_day", "simulated_run", "summary_rows", "timing_text", "validate",
            "write_outputs", "zoom_accuracy"]

@@ -192,10 +192,11 @@ def difference_table(pairs: Sequence[Difference]) -> list[str]:
 
 
 DIFFERENCE_NOTE = ("Paired on the common draws. The interval is the data's: another recording of these problems would "
-                   "move the estimate by this much (Hoeffding's bound on each problem's draws, summed over problems; "
-                   "solver/offline/sim/separation.py); one day's band is what a single leaderboard day can show, which "
-                   "no recording narrows. The attempts per problem that would separate a difference assume it and "
-                   "each problem's spread stay as measured.")
+                   "move the estimate by this much (each problem's jackknife over its recorded repetitions, read off "
+                   "the trials, summed over problems; where every draw holds every recorded repetition, one day's "
+                   "variance instead, which overstates it: solver/offline/sim/separation.py). One day's band is what a "
+                   "single leaderboard day can show, which no recording narrows. The attempts per problem that would "
+                   "separate a difference assume it and each problem's spread stay as measured.")
 
 
 def jitter_lines(report: SimulationReport) -> list[str]:

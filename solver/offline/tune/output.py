@@ -191,8 +191,9 @@ def scoring_lines(report: TuneReport) -> list[str]:
     text = (f"Scoring: {rule.name} ({rule.text}); the chosen setting clears the line {req.line:g} on "
             f"{100 * c.p_line:.0f} % of days")
     if rule.runs > 1:
-        text += (f"; its first run alone ({rule.first_run_name}) scores {float(c.first_scores.mean()):.2f}, at or "
-                 f"above the line on {100 * c.first_p_line:.0f} % of days; both: {100 * c.p_line * c.first_p_line:.0f} %")
+        text += (f"; one run alone (a {rule.first_run_name.split(' ')[0]} leaderboard day) scores "
+                 f"{float(c.first_scores.mean()):.2f}, at or above the line on {100 * c.first_p_line:.0f} % of days; "
+                 f"both: {100 * c.p_line * c.first_p_line:.0f} %")
     jitter = jitter_text(req.speed_jitter)
     out = [f"{text}. {jitter[0].upper()}{jitter[1:]}."]
     j = c.jitter
@@ -280,7 +281,7 @@ def page(report: TuneReport, out: Path) -> Page:
         Image("Accuracy against repetitions launched, 5–95 % bands", out / PLOTS[1]),
         Table("References", head, rows)]))
     rule = sim.rule
-    caption = (f"Left: {rule.first_run_name}, one run counted; right: {rule.name}, two runs over the same problems "
+    caption = (f"Left: one run alone, {rule.first_run_name}; right: {rule.name}, two runs over the same problems "
                "at 1 / 0.5 / 0" if rule.runs > 1 else f"{rule.name}: one run counted")
     sections.append(Section("Score distributions", [
         f"Scoring: {rule.text}. The red dashes mark the line {sim.request.line:g}; each title gives P(score ≥ line)."
@@ -313,7 +314,7 @@ def _line_settings(report: TuneReport) -> list[Summary]:
 def _histogram_settings(report: TuneReport) -> list[Summary]:
     picked: list[Summary] = [report.choice]
     widest = max(report.full, key=lambda s: s.setting.reps, default=None)
-    if widest is not None:
+    if widest is not None and widest is not report.choice:
         picked.append(widest)
     for s in report.frontiers.get("reps", []):
         if len(picked) >= HISTOGRAMS_MAX:
