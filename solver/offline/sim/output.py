@@ -102,7 +102,7 @@ def markdown(report: SimulationReport) -> str:
     if rule.runs > 1:
         lines += ["", *two_boards(report)]
     lines += ["", "## What the data can tell", "", *separation_lines(report)]
-    if req.speed_jitter > 0:
+    if req.speed_jitter > 0 and not report.zero_time:
         lines += ["", "## Run-time jitter", "", *jitter_lines(report)]
     if any(s.setting.budget_s is not None for s in report.summaries):
         b = report.budget

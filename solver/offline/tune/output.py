@@ -170,7 +170,8 @@ def markdown(report: TuneReport) -> str:
                       f"frontier costs, the best other setting costing no more is {gap:+.2f} points from it at "
                       "worst.", ""]
     head, rows = reference_rows(report)
-    lines += ["## References", "", markdown_table(head, rows), ""]
+    lines += ["## References", "", markdown_table(head, rows) if rows else
+              "None searched (add --stopper none, or a beta rule, to have them).", ""]
     lines += ["## What the data can tell", "", *data_lines(report), ""]
     if sim.zero_time:
         lines += ["Recorded durations and token counts are zero (imported samples): only repetitions are a "
