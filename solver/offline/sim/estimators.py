@@ -7,8 +7,8 @@ small cases only), which is what the tests set against the published estimators:
   chance that k of n samples, c of them right, hold a right one. Every k-subset appears in k! orders, so the share
   of ordered draws holding a right repetition is the same number (``solver.report.pass_at_k`` computes the
   formula).
-- G-Pass@k at threshold τ (Liu et al. 2024, arXiv 2412.13147): Σ_{j = ⌈τk⌉}^{c} C(c, j) C(n - c, k - j) / C(n, k),
-  the chance that at least ⌈τk⌉ of the k drawn are right. With two answers (the right one and one wrong one) a
+- G-Pass@k at threshold τ (Liu et al. 2024, arXiv 2412.13147):
+  Σ_{j = ⌈τk⌉}^{c} C(c, j) C(n - c, k - j) / C(n, k), the chance that at least ⌈τk⌉ of the k drawn are right. With two answers (the right one and one wrong one) a
   majority of odd k is right exactly when more than k/2 are: G-Pass@k at τ = 0.5. At even k G-Pass counts the
   k/2 : k/2 tie as a pass; the vote breaks it for the answer that reached k/2 first (``vote.tie = first``), the
   right one in half the orders, so the majority is G-Pass@k(0.5) minus half the chance of the tie.

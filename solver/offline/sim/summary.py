@@ -51,7 +51,8 @@ class Summary:
     total_seconds: float  # mean whole-run seconds
     stops: dict[str, float]  # stop reason -> share of problems
     scores: np.ndarray  # every trial's score (the scoring rule's)
-    right_share: np.ndarray  # per recorded problem (pools' order): its mean credit over the trials that drew it (nan: never drawn)
+    right_share: np.ndarray  # per recorded problem (pools' order): its mean credit over the trials that drew it
+    # (nan: never drawn)
     cut: float = 0.0  # mean problems per run the budget cut (stopped at their deadline)
     retried: float = 0.0  # mean problems per run that ran a second round
     bootstrapped: float = 0.0  # mean problems per run that launched repetitions drawn again (more than recorded)
@@ -166,8 +167,9 @@ def jitter_of(result: ChunkResult, i: int, jitter: float) -> Jitter | None:
     ...                 run_cut=np.array([[[3], [1], [0]]]), run_seconds=np.array([[[110], [100], [90]]]),
     ...                 speeds=np.array([[1.1], [1.0], [0.9]]), keys=np.zeros(3, dtype=np.int64),
     ...                 credit=np.zeros((1, 3, 1), dtype=np.int8))
-    >>> jitter_of(r, 0, 0.1)
-    Jitter(jitter=0.1, fast=RunShare(runs=1, right=44.0, cut=0.0, seconds=90.0), slow=RunShare(runs=1, right=40.0, cut=3.0, seconds=110.0))
+    >>> j = jitter_of(r, 0, 0.1)
+    >>> j.fast, j.slow
+    (RunShare(runs=1, right=44.0, cut=0.0, seconds=90.0), RunShare(runs=1, right=40.0, cut=3.0, seconds=110.0))
     """
     if jitter <= 0:
         return None
