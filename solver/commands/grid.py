@@ -60,6 +60,18 @@ def clamp_value(text: str) -> tuple[float, float]:
         raise argparse.ArgumentTypeError(f"expected MIN:MAX seconds, e.g. 300:900, got {text!r}") from None
 
 
+def pair_value(text: str) -> tuple[int, int]:
+    """``--compare A,B``: two row numbers of the grid.
+
+    >>> pair_value("1, 3")
+    (1, 3)
+    """
+    values = int_list(text)
+    if len(values) != 2:
+        raise argparse.ArgumentTypeError(f"expected two row numbers A,B, got {text!r}")
+    return values[0], values[1]
+
+
 def switch_value(text: str) -> bool:
     """``on`` / ``off``."""
     if text not in ("on", "off"):
@@ -83,7 +95,8 @@ def default_jobs() -> int:
 
 def add_grid_arguments(parser: argparse.ArgumentParser, *, trials: int, defaults: dict[str, str]) -> None:
     """The runs, the output folder, the grid (``--reps``, ``--voter``, ``--stopper``, ``--workers``), the time
-    policy, the draws and the engine model: the flags simulate and tune share. ``defaults`` says, per grid flag,
+    policy, the draws, the engine model, the scoring rule and its line, the run-time jitter and the comparisons:
+    the flags simulate and tune share. ``defaults`` says, per grid flag,
     what the command takes when the flag is left out (the two differ there)."""
     parser.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories to pool")
     parser.add_argument("--out", type=Path, required=True, help="directory for the outputs")
@@ -122,6 +135,20 @@ def add_grid_arguments(parser: argparse.ArgumentParser, *, trials: int, defaults
                              "replacement (bootstrap) or always without (subset)")
     parser.add_argument("--tokens-per-s", type=float, default=None,
                         help="time repetitions as tokens / rate plus code time instead of recorded durations")
+    parser.add_argument("--scoring", default=None, metavar="aimo3-public|aimo3-private|count",
+                        help="how a day is scored: AIMO3's public leaderboard (one run, the default), its private "
+                             "one (the same problems run twice with fresh draws, a problem scoring 1 when both "
+                             "answers are right, 0.5 when one is, 0 when neither), or problems right in one run")
+    parser.add_argument("--line", type=float, default=None, metavar="L",
+                        help="report P(score >= L) for every setting (default 47, AIMO3's prize line)")
+    parser.add_argument("--speed-jitter", type=float, default=None, metavar="F",
+                        help="each run's seconds multiplied by a factor drawn in 1 ± F, the same for every setting "
+                             "(default 0.1: AIMO3's repeat submissions vary by up to 30 minutes over 5 hours; 0: "
+                             "off); the report shows how cuts and score move with it")
+    parser.add_argument("--compare", type=pair_value, action="append", default=[], metavar="A,B",
+                        help="set setting A against setting B (row numbers of the grid, from 1, as the tables "
+                             "number them): the difference, its interval from the recordings, and whether the data "
+                             "separates them (repeat for several; every setting is set against the best anyway)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override a key of the runs' config, e.g. --set budget.reserve_s=0 (value parsed as "
                              "YAML)")
@@ -135,13 +162,15 @@ def grid_request(args: argparse.Namespace, **fields: Any) -> Any:
     from solver.offline.sim import SimulationRequest
 
     none = args.time_model is not None and args.time_model.strip().lower() == "none"
+    given = {name: value for name, value in (("scoring", args.scoring), ("line", args.line),
+                                             ("speed_jitter", args.speed_jitter)) if value is not None}
     return SimulationRequest(
         run_dirs=tuple(args.runs), reps=args.reps, voters=tuple(args.voter), stoppers=stopper_sets(args.stopper),
         workers=args.workers, problems=args.problems, trials=args.trials, seed=args.seed, draw=args.draw,
         tokens_per_s=args.tokens_per_s, jobs=default_jobs() if args.jobs is None else args.jobs,
         overrides=tuple(parse_overrides(args.overrides).items()), budgets=tuple(args.budget), retries=args.retry,
         clamps=tuple(args.clamp) or (None,), banking=tuple(args.banking), time_model=None if none else args.time_model,
-        recorded_time=none, **fields)
+        recorded_time=none, compare=tuple(args.compare), **given, **fields)
 
 
 def play_grid(args: argparse.Namespace, request: Any, play: Callable[[Any, Any], T]) -> T:

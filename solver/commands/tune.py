@@ -17,7 +17,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                     "frontier of expected score (5-95 %% band) against repetitions, tokens and seconds per problem, "
                     "pick one setting by a stated rule (default: the cheapest within 0.5 accuracy points of the "
                     "best) and write tune.md, settings.csv, chosen.yaml (for solve --config), PNG plots and a "
-                    "self-contained report.html into --out.")
+                    "self-contained report.html into --out. Days are scored as --scoring says (AIMO3's private "
+                    "rule draws two runs, shown beside one run's), with P(score >= --line) and each setting against "
+                    "the best.")
     add_grid_arguments(parser, trials=200, defaults={
         "reps": " (default: 1/4, 1/3, 1/2, 2/3 and all of the median problem's recorded repetitions, and the run's "
                 "solve.reps)",

@@ -37,6 +37,7 @@ def request(run: Path, **kwargs) -> SimulationRequest:
     kwargs.setdefault("trials", 40)
     kwargs.setdefault("workers", (1,))
     kwargs.setdefault("calibration_reps", 0)
+    kwargs.setdefault("speed_jitter", 0.0)
     return SimulationRequest((run,), **kwargs)
 
 
@@ -147,7 +148,7 @@ def test_html_report_shows_in_headless_chromium(run: Path, tmp_path: Path) -> No
         if os.environ.get("CI") == "true":
             pytest.fail("chromium is missing: scripts/setup_browser.sh installs it (make test runs it)")
         pytest.skip("chromium is not installed (scripts/setup_browser.sh installs it)")
-    report = tune(request(run, calibration_reps=4), PickRule())
+    report = tune(request(run, calibration_reps=4, scoring="aimo3-private"), PickRule())
     write_outputs(report, tmp_path)
     html = tmp_path / "report.html"
     assert b"src=\"data:image/png;base64," in html.read_bytes() and b"src=\"http" not in html.read_bytes()
@@ -254,3 +255,43 @@ def test_the_time_policy_is_searched_and_its_pick_runs_in_solve_and_the_kaggle_c
     kaggle = competition_config(load_config("h100-gptoss", str(out / "chosen.yaml")), competition("aimo3"))
     assert (kaggle.solve.retry_reps, kaggle.budget.banking, kaggle.budget.min_s) == (
         saved["solve"]["retry_reps"], saved["budget"]["banking"], saved["budget"]["min_s"])
+
+
+def test_the_config_written_is_the_config_simulated(run: Path) -> None:
+    """chosen.yaml laid over the runs' config gives the sections the pick was simulated with (``Setting.config``):
+    the voter, the stoppers, both rounds' repetitions, the workers and the whole budget."""
+    from solver.offline.tune import chosen_config
+
+    report = tune(request(run, workers=(1, 4), budgets=(40.0,), stoppers=((), ("hold:0.9",)), retries=(0, 2),
+                          clamps=((1.0, 30.0),), banking=(True,), overrides=(("budget.reserve_s", 0.0),)),
+                  PickRule("tolerance", 100.0))
+    base = report.simulation.config
+    written = base.replace({f"{section}.{key}": value for section, keys in chosen_config(report).items()
+                            for key, value in keys.items()})
+    simulated = report.choice.setting.config(base, report.choice.problems)
+    assert (written.vote, written.stop, written.solve, written.budget) == (simulated.vote, simulated.stop,
+                                                                           simulated.solve, simulated.budget)
+    assert written.budget.banking and written.budget.max_s == 30.0 and written.budget.problems == 24
+
+
+def test_the_report_shows_the_private_rule_beside_the_public_one_with_the_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "tune"
+    assert main(["tune", str(FIXTURE_RUN), "--out", str(out), "--reps", "2,4", "--stopper", "none", "--stopper",
+                 "agree:2", "--trials", "20", "--jobs", "1", "--scoring", "aimo3-private", "--line", "5",
+                 "--compare", "1,2"]) == 0
+    printed = capsys.readouterr().out
+    for needle in ("Scoring: aimo3-private", "clears the line 5", "## What the data can tell", "#1 − #2",
+                   "| P(≥5) |", "vs the best (score, 95 %)"):
+        assert needle in printed, needle
+    html = (out / "report.html").read_text()
+    assert "Left: one run alone" in html and "right: aimo3-private" in html and "the line 5" in html
+    assert "Differences between settings" in html
+    width = int.from_bytes((out / "scores.png").read_bytes()[16:20], "big")
+    assert width == 2 * 8 * 110  # two panels a setting: one run, and the two-run rule
+    with open(out / "settings.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [r["row"] for r in rows] == ["1", "2", "3", "4"]
+    assert {"first_run_p_line", "vs_best", "separable", "beyond_data", "p_line"} <= set(rows[0])
+    assert sum(r["vs_best"] == "" for r in rows) == 1  # the best has no difference from itself
+    assert "# scoring aimo3-private: P(score >= 5)" in (out / "chosen.yaml").read_text()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    from solver.offline.sim.scoring import Scoring
     from solver.offline.sim.summary import Summary
 
 
@@ -28,26 +29,50 @@ def _policy(s: Summary) -> str:
     return s.setting.label.replace(f"reps={s.setting.reps} ", "")
 
 
-def plot_score_distributions(summaries: Sequence[Summary], path: Path) -> Path:
+def plot_score_distributions(summaries: Sequence[Summary], path: Path, rule: Scoring | None = None) -> Path:
     """One histogram of P(score = x) per setting, stacked vertically, the x axis zoomed to the scores that
-    occur (a 0…K axis makes every distribution a sliver)."""
+    occur (a 0…K axis makes every distribution a sliver), the line drawn where it falls in view. Under a rule of
+    two runs (AIMO3's private leaderboard) each setting's first run alone (the public leaderboard's one run) on
+    the left, the rule's score on the right."""
     plt = pyplot()
     k = summaries[0].problems
-    low = min(float(s.scores.min()) for s in summaries)
-    high = max(float(s.scores.max()) for s in summaries)
+    two = rule is not None and rule.runs > 1
+    panels = [(s.first_scores, s.first_p_line, rule.first_run_name if rule else "one run") for s in summaries]
+    if two:
+        assert rule is not None
+        ruled = [(s.scores, s.p_line, rule.name) for s in summaries]
+    low = min(float(s.first_scores.min()) for s in summaries)
+    high = max(float(s.first_scores.max()) for s in summaries)
+    if two:
+        low, high = min(low, min(float(s.scores.min()) for s in summaries)), max(high, max(float(s.scores.max())
+                                                                                         for s in summaries))
+    line = summaries[0].line
+    if line <= k:  # the view takes the line in: where the scores fall short of it is the point
+        low, high = min(low, line), max(high, line)
     pad = max(1.0, 0.05 * (high - low))
-    fig, axes = plt.subplots(len(summaries), 1, figsize=(8, 1.3 * len(summaries) + 0.9), sharex=True,
-                             squeeze=False)
-    bins = np.arange(np.floor(low) - 0.5, np.ceil(high) + 1.5, 1.0)
-    for ax, s in zip(axes[:, 0], summaries):
-        ax.hist(s.scores, bins=bins, density=True, color="tab:blue", alpha=0.8)
-        ax.axvline(s.mean, color="black", linewidth=1)
-        ax.axvspan(s.quantiles[0.05], s.quantiles[0.95], color="tab:orange", alpha=0.12, linewidth=0)
-        ax.set_title(f"{s.setting.label}  (mean {s.mean:.2f}, 5–95 %: {s.quantiles[0.05]:g}–"
-                     f"{s.quantiles[0.95]:g})", fontsize=8)
-        ax.set_yticks([])
-    axes[-1, 0].set_xlim(low - pad, high + pad)
-    axes[-1, 0].set_xlabel(f"problems right out of {k} (line: mean; shaded: 5–95 % of leaderboard runs)")
+    columns = 2 if two else 1
+    fig, axes = plt.subplots(len(summaries), columns, figsize=(8 * columns, 1.3 * len(summaries) + 0.9),
+                             sharex=True, squeeze=False)
+    for row, s in enumerate(summaries):
+        cells = [panels[row]] + ([ruled[row]] if two else [])
+        for column, (scores, p_line, name) in enumerate(cells):
+            step = 0.5 if two and column == 1 else 1.0
+            bins = np.arange(np.floor(low) - step / 2, np.ceil(high) + 1.5 * step, step)
+            ax = axes[row, column]
+            ax.hist(scores, bins=bins, density=True, color="tab:blue" if column == 0 else "tab:purple", alpha=0.8)
+            ax.axvline(float(np.mean(scores)), color="black", linewidth=1)
+            q05, q95 = np.quantile(scores, [0.05, 0.95])
+            ax.axvspan(float(q05), float(q95), color="tab:orange", alpha=0.12, linewidth=0)
+            if line <= k:
+                ax.axvline(line, color="tab:red", linestyle="--", linewidth=1.2)
+            title = (f"{s.setting.label}  (mean {float(np.mean(scores)):.2f}, 5–95 %: {q05:g}–{q95:g}, "
+                     f"P(≥{line:g}) {p_line:.2f})")
+            ax.set_title(f"{name}: {title}" if two else title, fontsize=8)
+            ax.set_yticks([])
+    for column in range(columns):
+        axes[-1, column].set_xlim(low - pad, high + pad)
+        axes[-1, column].set_xlabel(f"score out of {k} (black: mean; shaded: 5–95 % of days; red dashes: the line "
+                                    f"{line:g})", fontsize=8)
     return save_figure(plt, fig, path)
 
 

@@ -25,6 +25,13 @@ repetitions); with replacement keeps a spread but is biased low where answers ar
 cost, estimated on the problems recorded richly enough (``solver.offline.sim.bias``). Each setting draws its own N, so
 its row does not depend on the grid. Deterministic for a seed whatever the number of parallel jobs.
 
+Scoring (``--scoring``, ``solver.offline.sim.scoring``): a day is scored as a leaderboard scores it, one run
+counted (``aimo3-public``, ``count``) or AIMO3's private rule (two runs over the same problems, fresh draws, a
+problem scoring 1 / 0.5 / 0), with P(score >= the line) beside the mean and the 5–95 % band. Each run's seconds are
+multiplied by a speed factor drawn in 1 ± ``--speed-jitter`` (default 0.1: AIMO3's repeat submissions vary by up to
+30 minutes over 5 hours), the same for every setting. Each setting is set against the best one, and ``--compare``
+pairs against each other, with the interval the recordings give (``solver.offline.sim.separation``).
+
 The calibration check splits each problem's repetitions into two disjoint halves, simulates N repetitions from
 one half, and compares that score distribution with real N-repetition runs built from the other half.
 """
@@ -39,8 +46,12 @@ from solver.core.stopping import make_stopper
 from solver.offline.sim.bias import bootstrap_biases
 from solver.offline.sim.calibration import Calibration, calibrate
 from solver.offline.sim.pools import Prepared, ProblemPool, SimulationError, load_pools, prepare
-from solver.offline.sim.summary import Summary, default_thresholds, summarise
+from solver.offline.sim.scoring import DEFAULT_LINE, DEFAULT_SCORING, Scoring, scoring
+from solver.offline.sim.separation import Difference
+from solver.offline.sim.summary import Comparer, Summary, against_best, default_thresholds, summarise
 from solver.offline.sim.trials import Draw, Plan, grid, run_trials
+
+DEFAULT_SPEED_JITTER = 0.1  # AIMO3's overview: repeat submissions vary by up to 30 minutes in run time, over 5 hours
 from solver.timing.model import EngineTimeModel, load_time_model
 
 
@@ -67,6 +78,10 @@ class SimulationRequest:
     calibration_reps: int | None = None  # None: the smallest reps that fits; 0 = skip the check
     overrides: tuple[tuple[str, object], ...] = ()  # dotted config keys applied to the runs' config, e.g.
     # (("budget.reserve_s", 0),) — the budget manager's floors and reserve come from the config
+    scoring: str = DEFAULT_SCORING  # a name of solver.offline.sim.scoring.SCORINGS
+    line: float = DEFAULT_LINE  # P(score >= line) is reported for every setting
+    speed_jitter: float = DEFAULT_SPEED_JITTER  # each run's seconds multiplied by a factor in 1 ± this
+    compare: tuple[tuple[int, int], ...] = ()  # pairs of settings (1-based rows of the grid) to set against each other
 
 
 @dataclass(frozen=True)
@@ -82,6 +97,12 @@ class SimulationReport:
     prepared: list[Prepared]  # per recorded problem, in the order of ``Summary.right_share``
     config: Config  # the runs' config with the request's overrides
     time_model: EngineTimeModel | None = None  # what timed the repetitions (None: recorded durations)
+    comparisons: tuple[Difference, ...] = ()  # the request's --compare pairs, first minus second
+    scoring: Scoring | None = None  # the rule the days were scored by (None: the request's, by name)
+
+    @property
+    def rule(self) -> Scoring:
+        return self.scoring if self.scoring is not None else scoring(self.request.scoring)
 
 
 def auto_workers(reps: int, config: Config) -> int:
@@ -118,6 +139,13 @@ def validate(req: SimulationRequest) -> None:
     if req.time_model is not None and (req.recorded_time or req.tokens_per_s is not None):
         raise SimulationError("--time-model times repetitions by the engine model: leave out --tokens-per-s and "
                               "--time-model none")
+    scoring(req.scoring)  # an unknown name fails here
+    if req.line < 0:
+        raise SimulationError("--line must be >= 0")
+    if not 0 <= req.speed_jitter < 1:
+        raise SimulationError("--speed-jitter must be >= 0 and below 1 (0.1: a run's seconds vary by ±10 %)")
+    if any(a < 1 or b < 1 or a == b for a, b in req.compare):
+        raise SimulationError("--compare takes two different row numbers of the grid, from 1, e.g. 1,3")
     if req.time_model is not None:
         try:
             load_time_model(req.time_model)  # an unknown name fails here, before the runs are read
@@ -179,17 +207,26 @@ def simulate_pools(req: SimulationRequest, pools: list[ProblemPool], config: Con
                     for s in grid(reps, voters, stoppers, workers, budgets, retries, req.clamps, banking)]
         for s in settings:  # fail early, in the parent, on unknown names
             make_stopper(replace(config.stop, stoppers=s.stoppers), s.draws)
+        beyond = [f"{a},{b}" for a, b in req.compare if max(a, b) > len(settings)]
+        if beyond:
+            raise SimulationError(f"--compare {beyond[0]}: the grid has {len(settings)} setting"
+                                  f"{'s' if len(settings) > 1 else ''}, numbered from 1 in the order the tables list "
+                                  "them")
         prepared = prepare(pools, voters, config, req.tokens_per_s)
     except ConfigError as exc:
         raise SimulationError(str(exc)) from exc
-    plan = Plan(prepared, settings, config, k, req.draw, model)
+    rule = scoring(req.scoring)
+    plan = Plan(prepared, settings, config, k, req.draw, model, rule, req.speed_jitter)
     longest = max(s.draws for s in settings)
     if req.draw == "subset" and longest > min(sizes):
         raise SimulationError(f"a problem has only {min(sizes)} recorded repetitions; subset draws of "
                               f"{longest} need more (use --draw auto or bootstrap)")
     result = run_trials(plan, req.trials, req.seed, req.jobs)
     biases = bootstrap_biases(prepared, settings, config, k, seed=req.seed) if req.draw == "auto" else None
-    summaries = summarise(settings, result, k, req.thresholds or default_thresholds(result), biases)
+    compare = Comparer(plan, result)
+    summaries = against_best(summarise(settings, result, k, req.thresholds or default_thresholds(result), biases,
+                                       rule, req.line, req.speed_jitter), compare)
+    comparisons = tuple(compare(a - 1, b - 1) for a, b in req.compare)
     calibration, note = None, None
     if req.calibration_reps != 0:
         # Two held-out runs per half at least: at N = half the pool, the simulated side of a split is one fixed
@@ -206,4 +243,4 @@ def simulate_pools(req: SimulationRequest, pools: list[ProblemPool], config: Con
                 note = f"skipped: {exc}"
     zero_time = model is None and all(float(p.seconds.sum()) == 0.0 for p in prepared)
     return SimulationReport(req, len(pools), (min(sizes), max(sizes)), zero_time, summaries, calibration, note,
-                            config.budget, prepared, config, model)
+                            config.budget, prepared, config, model, comparisons, rule)

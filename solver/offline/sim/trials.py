@@ -11,7 +11,17 @@ the other settings, and a second round never changes how its first round is draw
 
 A problem's times come from a timeline (``solver.timing.timeline``): under the engine time model, one per draw and
 W (computed once and shared by every stopper, voter and budget played over it, and, where W covers the draw, by
-every order of the same repetitions); without one, each repetition's recorded seconds.
+every order of the same repetitions); without one, each repetition's recorded seconds. A run's speed factor
+(``--speed-jitter``: repeat submissions vary in run time) multiplies every second of that run, the engine's start,
+steps, requests, prefills and tool calls alike, as a uniformly slower or faster machine would: the engine time
+model's seconds are all proportional to its parameters, so scaling the timeline is scaling the model. The factor
+is drawn per trial and run from the trial's key alone, so every setting meets the same machine.
+
+Under a scoring rule of two runs (``solver.offline.sim.scoring``, AIMO3's private leaderboard) a trial plays the
+same K problems twice: the second run in a new order, with fresh draws (the recorded repetitions the first run left,
+positions N..2N of the same order, where the problem has 2N recorded: two disjoint random subsets are two
+independent real runs; elsewhere a draw of its own) and its own speed factor; a problem's credit follows from how
+many of its runs answered right.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ from solver.config import AnswerConfig, Config
 from solver.core.state import Rules
 from solver.offline.sim.play import ProblemDraw, Rounds, simulated_day
 from solver.offline.sim.pools import Prepared, SimulationError
+from solver.offline.sim.scoring import DEFAULT_SCORING, SCORINGS, Scoring
 from solver.report import Grader
 from solver.timing.model import EngineTimeModel
 from solver.timing.timeline import Timeline, engine_timeline, fixed_timeline
@@ -34,6 +45,9 @@ from solver.types import Problem
 
 Draw = Literal["auto", "bootstrap", "subset"]
 TRIALS_PER_CHUNK = 50  # trials per parallel task; fixed, so results do not depend on the number of jobs
+# Seed words that set a trial's other streams apart from its draws' ([key, problem, 0 or 1]; problems are indices
+# far below these): the second run's order and key, and each run's speed factor.
+SECOND_RUN, SPEED = 2**31 - 1, 2**31 - 2
 
 
 @dataclass(frozen=True)
@@ -139,27 +153,35 @@ class Plan:
     problems: int  # K
     draw: Draw
     model: EngineTimeModel | None = None  # None: each repetition's recorded seconds
+    scoring: Scoring = SCORINGS[DEFAULT_SCORING]
+    speed_jitter: float = 0.0  # a run's seconds are multiplied by a factor drawn uniformly in 1 ± this
 
 
 @dataclass
 class ChunkResult:
-    """Per setting: one row per trial."""
+    """Per setting: one row per trial (a day: the scoring rule's runs); costs are means over the day's runs."""
 
-    scores: np.ndarray  # (settings, trials) problems right
+    scores: np.ndarray  # (settings, trials) the scoring rule's score
+    first: np.ndarray  # (settings, trials) problems right in the first run alone
     finished: np.ndarray  # (settings, trials) mean finished repetitions per problem
     launched: np.ndarray
     tokens: np.ndarray  # mean tokens per problem
     seconds: np.ndarray  # mean seconds per problem
-    total_seconds: np.ndarray  # whole run, the engine's start included
-    cut: np.ndarray  # problems the budget cut (stopped at their deadline) in the run
-    bootstrapped: np.ndarray  # problems that launched repetitions drawn again (more launched than recorded)
-    retried: np.ndarray  # problems that ran a second round
+    total_seconds: np.ndarray  # a whole run, the engine's start included
+    cut: np.ndarray  # problems per run the budget cut (stopped at their deadline)
+    bootstrapped: np.ndarray  # problems per run that launched repetitions drawn again (more launched than recorded)
+    retried: np.ndarray  # problems per run that ran a second round
+    run_right: np.ndarray  # (settings, trials, runs) problems right in each run
+    run_cut: np.ndarray  # (settings, trials, runs) problems cut in each run
+    run_seconds: np.ndarray  # (settings, trials, runs) each run's seconds, the engine's start included
+    speeds: np.ndarray  # (trials, runs) each run's speed factor (its seconds multiplied by it)
+    keys: np.ndarray  # (trials,) each trial's key: its draws can be made again from it (``used_repetitions``)
+    credit: np.ndarray  # (settings, trials, pools) int8: runs that answered the problem right; -1: not drawn
     stops: list[Counter[str]] = field(default_factory=list)  # per setting: stop reasons over problems
-    right: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))  # (settings, pools) times answered right
-    drawn: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (pools,) times a problem was in a trial
 
-    ARRAYS = ("scores", "finished", "launched", "tokens", "seconds", "total_seconds", "cut", "bootstrapped",
-              "retried")
+    ARRAYS = ("scores", "first", "finished", "launched", "tokens", "seconds", "total_seconds", "cut",
+              "bootstrapped", "retried")
+    TRIAL_AXIS = {"speeds": 0, "keys": 0}  # every other array holds its trials on axis 1
 
 
 def draw_indices(rng: np.random.Generator, available: int, length: int, draw: Draw) -> np.ndarray:
@@ -227,6 +249,35 @@ class Draws:
             return self._sequence[:length], True
         return np.concatenate([self._order, self._sequence[: length - m]]), True
 
+    def order(self) -> np.ndarray:
+        """The trial's random order of the M recorded repetitions."""
+        if self._order is None:
+            self._order = np.random.default_rng([self.key, self.problem, 0]).permutation(self.available)
+        return self._order
+
+
+class SecondDraws:
+    """The second run's draws for one problem (a scoring rule of two runs): the recorded repetitions the first run
+    left, positions L..2L of its order, where the problem has 2L recorded (two disjoint random subsets of
+    independent repetitions are two independent real runs); elsewhere a draw of its own, from ``key``.
+
+    >>> first = Draws(7, 0, 6, "auto")
+    >>> again = SecondDraws(first, 8)
+    >>> a, b = first.take(3)[0], again.take(3)[0]
+    >>> sorted(a.tolist() + b.tolist()), again.take(3)[1], len(again.take(4)[0])
+    ([0, 1, 2, 3, 4, 5], False, 4)
+    """
+
+    def __init__(self, first: Draws, key: int) -> None:
+        self.first = first
+        self.available, self.draw = first.available, first.draw
+        self.fresh = Draws(key, first.problem, first.available, first.draw)
+
+    def take(self, length: int) -> tuple[np.ndarray, bool]:
+        if self.draw != "bootstrap" and 0 < 2 * length <= self.available:
+            return self.first.order()[length:2 * length], False
+        return self.fresh.take(length)
+
 
 class ProblemGrader:
     """Correctness of an answer per problem, remembered (``solver.report.Grader``: math-verify can take
@@ -247,17 +298,21 @@ class Timelines:
         self.plan = plan
         self._memo: dict[tuple[int, int, tuple[int, ...]], Timeline] = {}
 
-    def rounds(self, p: int, idx: np.ndarray, reps: int, workers: int) -> Rounds:
-        """The timelines of one draw: the first round's remembered, a second round's made when it comes."""
+    def rounds(self, p: int, idx: np.ndarray, reps: int, workers: int, speed: float = 1.0) -> Rounds:
+        """The timelines of one draw, every second multiplied by the run's ``speed`` factor: the first round's
+        remembered, a second round's made when it comes."""
         prep, model = self.plan.prepared[p], self.plan.model
 
         def timeline(first: int, start: float) -> Timeline:
             chosen = idx[first:] if first else idx[:reps]
             if model is None:
-                return fixed_timeline(prep.seconds[chosen], workers, prep.tokens[chosen], start)
+                return fixed_timeline(prep.seconds[chosen] * speed, workers, prep.tokens[chosen], start)
             if first:
-                return engine_timeline([prep.plans[i] for i in chosen], workers, model, start)
-            return self.first(p, chosen, workers)
+                if speed == 1.0:
+                    return engine_timeline([prep.plans[i] for i in chosen], workers, model, start)
+                return scaled(engine_timeline([prep.plans[i] for i in chosen], workers, model), speed, start)
+            found = self.first(p, chosen, workers)
+            return found if speed == 1.0 else scaled(found, speed, 0.0)
 
         return timeline
 
@@ -278,14 +333,84 @@ class Timelines:
                         tuple(found.tokens[j] for j in back))
 
 
+def scaled(timeline: Timeline, speed: float, start: float) -> Timeline:
+    """``timeline`` (made from 0) with every second multiplied by ``speed``, moved to ``start``.
+
+    >>> scaled(Timeline((0.0, 1.0), (1.0, 3.0), (5.0, 5.0)), 1.1, 10.0)
+    Timeline(starts=(10.0, 11.1), ends=(11.1, 13.3), tokens=(5.0, 5.0))
+    """
+    return Timeline(tuple(start + speed * s for s in timeline.starts), tuple(start + speed * e for e in timeline.ends),
+                    timeline.tokens)
+
+
+def speed_factor(key: int, run: int, jitter: float) -> float:
+    """A run's speed factor: its seconds are multiplied by a number drawn uniformly in 1 ± ``jitter`` (the
+    overview bounds how much repeat submissions vary in run time, and says nothing of the shape), fixed by the
+    trial's key and the run, so every setting meets the same machine.
+
+    >>> speed_factor(5, 0, 0.0), 0.9 <= speed_factor(5, 0, 0.1) <= 1.1
+    (1.0, True)
+    >>> speed_factor(5, 0, 0.1) == speed_factor(5, 1, 0.1)  # each run its own machine
+    False
+    """
+    if jitter == 0:
+        return 1.0
+    return 1.0 + jitter * float(np.random.default_rng([key, SPEED, run]).uniform(-1.0, 1.0))
+
+
+def day_draws(plan: Plan, order: np.ndarray, key: int) -> list[tuple[np.ndarray, list[Draws | SecondDraws], float]]:
+    """Per run of the scoring rule: the problems in the order played, their draws and the run's speed factor. The
+    first run is the trial's order and key; a second plays the same problems in a new order with fresh draws."""
+    draws = [Draws(key, int(p), len(plan.prepared[p].seconds), plan.draw) for p in order]
+    runs: list[tuple[np.ndarray, list[Draws | SecondDraws], float]] = [
+        (order, list(draws), speed_factor(key, 0, plan.speed_jitter))]
+    if plan.scoring.runs == 2:
+        second, key2 = second_run(key, len(order))
+        runs.append((order[second], [SecondDraws(draws[i], key2) for i in second],
+                     speed_factor(key, 1, plan.speed_jitter)))
+    return runs
+
+
+def second_run(key: int, problems: int) -> tuple[np.ndarray, int]:
+    """The second run's order (a permutation of the first run's positions) and its draws' key, from the trial's."""
+    again = np.random.default_rng([key, SECOND_RUN])
+    return again.permutation(problems), int(again.integers(2**62))
+
+
+def used_repetitions(plan: Plan, keys: np.ndarray, drawn: np.ndarray, lengths: Sequence[int]) -> dict[int, np.ndarray]:
+    """Per draw length L: which recorded repetitions the days' draws of L use, every run's, made again from the
+    trials' keys, as sorted codes (trial × P + problem) × M + repetition (P problems, M the most recorded);
+    ``drawn`` (trials, P) says which problems each trial played."""
+    pools = len(plan.prepared)
+    width = max(1, max(len(p.seconds) for p in plan.prepared))
+    found: dict[int, list[int]] = {length: [] for length in lengths}
+    for t, key in enumerate(keys):
+        key2 = second_run(int(key), plan.problems)[1] if plan.scoring.runs == 2 else 0
+        for p in np.flatnonzero(drawn[t]):
+            available = len(plan.prepared[p].seconds)
+            first = Draws(int(key), int(p), available, plan.draw)
+            second = SecondDraws(first, key2) if plan.scoring.runs == 2 else None
+            base = (t * pools + int(p)) * width
+            for length in lengths:
+                used = set(first.take(length)[0].tolist())
+                if second is not None:
+                    used |= set(second.take(length)[0].tolist())
+                found[length].extend(base + i for i in used)
+    return {length: np.array(sorted(codes), dtype=np.int64) for length, codes in found.items()}
+
+
 def run_chunk(plan: Plan, trials: int, seed: Sequence[int]) -> ChunkResult:
-    """``trials`` leaderboard runs of every setting on shared draws from ``np.random.default_rng(seed)``: each a
-    simulated day (``simulated_day``) of the setting's config over the trial's problems."""
+    """``trials`` leaderboard days of every setting on shared draws from ``np.random.default_rng(seed)``: each day
+    the scoring rule's runs, each run a simulated day (``simulated_day``) of the setting's config over the trial's
+    problems."""
     rng = np.random.default_rng(list(seed))
-    s_count = len(plan.settings)
+    s_count, runs, pools = len(plan.settings), plan.scoring.runs, len(plan.prepared)
     shape = (s_count, trials)
-    out = ChunkResult(*(np.zeros(shape) for _ in ChunkResult.ARRAYS), stops=[Counter() for _ in range(s_count)],
-                      right=np.zeros((s_count, len(plan.prepared))), drawn=np.zeros(len(plan.prepared)))
+    out = ChunkResult(*(np.zeros(shape) for _ in ChunkResult.ARRAYS), run_right=np.zeros((s_count, trials, runs)),
+                      run_cut=np.zeros((s_count, trials, runs)), run_seconds=np.zeros((s_count, trials, runs)),
+                      speeds=np.ones((trials, runs)), keys=np.zeros(trials, dtype=np.int64),
+                      credit=np.full((s_count, trials, pools), -1, dtype=np.int8),
+                      stops=[Counter() for _ in range(s_count)])
     grade = ProblemGrader(plan.config.answers)
     configs = [s.config(plan.config, plan.problems) for s in plan.settings]
     rules: dict[tuple[str, tuple[str, ...], int, int], Rules] = {}
@@ -296,31 +421,44 @@ def run_chunk(plan: Plan, trials: int, seed: Sequence[int]) -> ChunkResult:
     start_s = plan.model.start_s if plan.model is not None else 0.0
     k = plan.problems
     for t in range(trials):
-        order = rng.permutation(len(plan.prepared))[:k]
+        order = rng.permutation(pools)[:k]
         key = int(rng.integers(2**62))
-        draws = [Draws(key, int(p), len(plan.prepared[p].seconds), plan.draw) for p in order]
-        out.drawn[order] += 1
+        days = day_draws(plan, order, key)
+        out.keys[t] = key
+        out.speeds[t] = [speed for _, _, speed in days]
         for s_index, (setting, config) in enumerate(zip(plan.settings, configs)):
-            picks = [draw.take(setting.draws)[0] for draw in draws]
-            day = simulated_day(config, (ProblemDraw([plan.prepared[p].ballots[setting.voter][i] for i in idx],
-                                                     timelines.rounds(int(p), idx, setting.reps, setting.workers))
-                                         for p, idx in zip(order, picks)),
-                                rules=rules[setting.rules_key], start_s=start_s)
-            score, fin, lau, tok, sec, cut, boot, retried = 0, 0, 0, 0.0, 0.0, 0, 0, 0
-            for p, draw, slot in zip(order, draws, day.problems):
-                result = slot.played
-                right = grade(plan.prepared[p].problem, result.answer)
-                score += right
-                out.right[s_index, p] += right
-                fin += result.finished
-                lau += result.launched
-                tok += result.tokens
-                sec += result.seconds
-                cut += result.stopped_by == "deadline"
-                boot += result.launched > draw.available or draw.draw == "bootstrap"  # a drawn-again one ran
-                retried += result.launched > setting.reps
-                out.stops[s_index][result.stopped_by] += 1
-            row = (score, fin / k, lau / k, tok / k, sec / k, day.seconds, cut, boot, retried)
+            right_runs = np.zeros(pools, dtype=np.int8)
+            fin, lau, tok, sec, total, cut, boot, retried = 0, 0, 0.0, 0.0, 0.0, 0, 0, 0
+            for r, (played_order, draws, speed) in enumerate(days):
+                picks = [draw.take(setting.draws)[0] for draw in draws]
+                day = simulated_day(config, (ProblemDraw([plan.prepared[p].ballots[setting.voter][i] for i in idx],
+                                                         timelines.rounds(int(p), idx, setting.reps, setting.workers,
+                                                                          speed))
+                                             for p, idx in zip(played_order, picks)),
+                                    rules=rules[setting.rules_key], start_s=start_s * speed)
+                right_here, cut_here = 0, 0
+                for p, draw, slot in zip(played_order, draws, day.problems):
+                    result = slot.played
+                    right = grade(plan.prepared[p].problem, result.answer)
+                    right_here += right
+                    right_runs[p] += right
+                    fin += result.finished
+                    lau += result.launched
+                    tok += result.tokens
+                    sec += result.seconds
+                    cut_here += result.stopped_by == "deadline"
+                    boot += result.launched > draw.available or draw.draw == "bootstrap"  # a drawn-again one ran
+                    retried += result.launched > setting.reps
+                    out.stops[s_index][result.stopped_by] += 1
+                total += day.seconds
+                cut += cut_here
+                out.run_right[s_index, t, r], out.run_cut[s_index, t, r] = right_here, cut_here
+                out.run_seconds[s_index, t, r] = day.seconds
+            out.credit[s_index, t, order] = right_runs[order]
+            score = float(plan.scoring.credit_of(right_runs[order]).sum())
+            n = k * runs
+            row = (score, out.run_right[s_index, t, 0], fin / n, lau / n, tok / n, sec / n, total / runs, cut / runs,
+                   boot / runs, retried / runs)
             for name, value in zip(ChunkResult.ARRAYS, row):
                 getattr(out, name)[s_index, t] = value
     return out
@@ -343,6 +481,10 @@ def run_trials(plan: Plan, trials: int, seed: int, jobs: int = 1) -> ChunkResult
         parts = [run_chunk(plan, size, chunk_seed) for size, chunk_seed in chunks]
     else:
         parts = Parallel(n_jobs=jobs)(delayed(run_chunk)(plan, size, chunk_seed) for size, chunk_seed in chunks)
-    return ChunkResult(*(np.concatenate([getattr(p, name) for p in parts], axis=1) for name in ChunkResult.ARRAYS),
-                       stops=[sum((p.stops[i] for p in parts), Counter()) for i in range(len(plan.settings))],
-                       right=sum(p.right for p in parts), drawn=sum(p.drawn for p in parts))
+    def joined(name: str) -> np.ndarray:
+        return np.concatenate([getattr(p, name) for p in parts], axis=ChunkResult.TRIAL_AXIS.get(name, 1))
+
+    return ChunkResult(*(joined(name) for name in ChunkResult.ARRAYS), run_right=joined("run_right"),
+                       run_cut=joined("run_cut"), run_seconds=joined("run_seconds"), speeds=joined("speeds"),
+                       keys=joined("keys"), credit=joined("credit"),
+                       stops=[sum((p.stops[i] for p in parts), Counter()) for i in range(len(plan.settings))])

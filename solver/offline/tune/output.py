@@ -10,7 +10,8 @@ from solver.files import atomic_write
 from solver.offline.tune.frontier import AXIS_LABELS, Axis, cost, frontier
 from solver.offline.tune.html_report import Image, Page, Preformatted, Section, Table, render
 from solver.report import markdown_table
-from solver.offline.sim import Summary, calibration_lines, summary_rows, timing_text
+from solver.offline.sim import (DIFFERENCE_NOTE, Summary, calibration_lines, data_flag, difference_rows,
+                                difference_table, jitter_text, summary_rows, timing_text)
 from solver.offline.tune.search import TuneReport, config_text, stoppers_label, write_config
 
 PLOTS = ("frontier.png", "accuracy_vs_reps.png", "scores.png")
@@ -35,16 +36,37 @@ def band(s: Summary) -> str:
 
 def frontier_rows(report: TuneReport, axis: Axis) -> tuple[list[str], list[list[object]]]:
     """The frontier of ``axis`` as a table, cheapest first, with the chosen setting marked."""
-    head = ["N", "voter", "stop", "W, budget, time policy", AXIS_LABELS[axis], "accuracy %", "5–95 %",
-            "vs every repetition (points)", "chosen"]
+    head = ["#", "N", "voter", "stop", "W, budget, time policy", AXIS_LABELS[axis], "accuracy %", "5–95 %",
+            f"P(≥{report.simulation.request.line:g})", "vs every repetition (points)", "vs the best (score, 95 %)",
+            "data", "chosen"]
     best_full = max((accuracy(s) for s in report.full), default=math.nan)
+    number = {id(s): i for i, s in enumerate(report.summaries, 1)}
     rows: list[list[object]] = []
     for s in report.frontiers[axis]:
-        rows.append([s.setting.reps, s.setting.voter, stoppers_label(s), time_policy(s), _cost(s, axis),
-                     f"{accuracy(s):.2f}", band(s),
-                     f"{accuracy(s) - best_full:+.2f}" if not math.isnan(best_full) else "-",
-                     "★" if s is report.choice else ""])
+        rows.append([number[id(s)], s.setting.reps, s.setting.voter, stoppers_label(s), time_policy(s),
+                     _cost(s, axis), f"{accuracy(s):.2f}", band(s), f"{s.p_line:.2f}",
+                     f"{accuracy(s) - best_full:+.2f}" if not math.isnan(best_full) else "-", versus_best(s),
+                     data_flag(s), "★" if s is report.choice else ""])
     return head, rows
+
+
+def versus_best(s: Summary) -> str:
+    """A frontier cell: the setting minus the best, its interval, and whether the data separates them.
+
+    >>> from types import SimpleNamespace
+    >>> from solver.offline.sim import Difference
+    >>> versus_best(SimpleNamespace(vs_best=None)), versus_best(SimpleNamespace(vs_best=Difference(1, 0, -0.5,
+    ...     (-2.0, 1.0), 0.75, 30.2)))
+    ('best', '-0.50 [-1.25, +0.25] not separable (~31 attempts/problem)')
+    """
+    d = s.vs_best
+    if d is None:
+        return "best"
+    if d.separable:
+        return f"{d.text()} separable"
+    if math.isinf(d.attempts or 0.0):
+        return f"{d.text()} " + ("same draws" if d.half == 0 else "not separable")
+    return f"{d.text()} not separable (~{math.ceil(d.attempts or 0.0)} attempts/problem)"
 
 
 def time_policy(s: Summary) -> str:
@@ -133,6 +155,7 @@ def markdown(report: TuneReport) -> str:
            f"{c.cut:.2f} problems cut by the budget per run" if not sim.zero_time else "") + ".",
         "",
     ]
+    lines += [*scoring_lines(report), ""]
     if report.full:
         widest = max(report.full, key=lambda s: s.setting.reps)
         lines += [f"Against every repetition at N = {widest.setting.reps}: {accuracy(c) - accuracy(widest):+.2f} "
@@ -147,7 +170,9 @@ def markdown(report: TuneReport) -> str:
                       f"frontier costs, the best other setting costing no more is {gap:+.2f} points from it at "
                       "worst.", ""]
     head, rows = reference_rows(report)
-    lines += ["## References", "", markdown_table(head, rows), ""]
+    lines += ["## References", "", markdown_table(head, rows) if rows else
+              "None searched (add --stopper none, or a beta rule, to have them).", ""]
+    lines += ["## What the data can tell", "", *data_lines(report), ""]
     if sim.zero_time:
         lines += ["Recorded durations and token counts are zero (imported samples): only repetitions are a "
                   "cost here.", ""]
@@ -157,6 +182,50 @@ def markdown(report: TuneReport) -> str:
               markdown_table(head, rows) if rows else "None: every problem is right in at least half the trials.",
               ""]
     return "\n".join(lines)
+
+
+def scoring_lines(report: TuneReport) -> list[str]:
+    """How the days were scored, the chosen setting against the line (and, under a rule of two runs, its first run
+    alone: the public leaderboard's), and how the run-time jitter moves it."""
+    sim = report.simulation
+    rule, req, c = sim.rule, sim.request, report.choice
+    text = (f"Scoring: {rule.name} ({rule.text}); the chosen setting clears the line {req.line:g} on "
+            f"{100 * c.p_line:.0f} % of days")
+    if rule.runs > 1:
+        text += (f"; one run alone (a {rule.first_run_name.split(' ')[0]} leaderboard day) scores "
+                 f"{float(c.first_scores.mean()):.2f}, at or above the line on {100 * c.first_p_line:.0f} % of days; "
+                 f"both: {100 * c.p_line * c.first_p_line:.0f} %")
+    jitter = jitter_text(req.speed_jitter)
+    out = [f"{text}. {jitter[0].upper()}{jitter[1:]}."]
+    j = c.jitter
+    if j is not None:
+        out.append(f"On the fastest third of runs it gets {j.fast.right:.2f} right with {j.fast.cut:.2f} problems cut "
+                   f"({j.fast.seconds:.0f} s a run), on the slowest third {j.slow.right:.2f} with {j.slow.cut:.2f} "
+                   f"cut ({j.slow.seconds:.0f} s).")
+    return out
+
+
+def data_lines(report: TuneReport) -> list[str]:
+    """The chosen setting against the best, and the ``--compare`` pairs (numbered as settings.csv's ``row``)."""
+    summaries = report.summaries
+    best = next(s for s in summaries if s.vs_best is None)
+    number = {id(s): i for i, s in enumerate(summaries, 1)}
+    chosen = report.choice
+    if chosen is best:
+        out = [f"The chosen setting (#{number[id(chosen)]}) is the best by mean."]
+    else:
+        assert chosen.vs_best is not None
+        out = [f"The chosen setting (#{number[id(chosen)]}) minus the best by mean (#{number[id(best)]}, "
+               f"{best.setting.label}): {chosen.vs_best.text()} — {chosen.vs_best.verdict}."]
+    flagged = sum(s.beyond_data for s in summaries)
+    if flagged:
+        out.append(f"{flagged} of {len(summaries)} settings launch more repetitions than most problems recorded "
+                   "(⚑ in the tables and `beyond_data` in settings.csv).")
+    if report.simulation.comparisons:
+        out += ["", *difference_table(list(report.simulation.comparisons))]
+    else:
+        out += ["", DIFFERENCE_NOTE]
+    return out
 
 
 def write_outputs(report: TuneReport, out: Path) -> list[Path]:
@@ -179,7 +248,7 @@ def write_outputs(report: TuneReport, out: Path) -> list[Path]:
     summaries = report.summaries
     plot_frontier(summaries, report.frontiers, report.full, report.adaptive, report.choice, out / PLOTS[0])
     plot_accuracy_vs_reps(_line_settings(report), out / PLOTS[1])
-    plot_score_distributions(_histogram_settings(report), out / PLOTS[2])
+    plot_score_distributions(_histogram_settings(report), out / PLOTS[2], report.simulation.rule)
     written += [out / name for name in PLOTS]
     written.append(_replace(out / "report.html", render(page(report, out))))
     return written
@@ -196,6 +265,7 @@ def page(report: TuneReport, out: Path) -> Page:
         "trials on common draws.",
         f"Chosen by the rule “{report.rule.text}”: {c.setting.label}, expected accuracy {accuracy(c):.2f} % "
         f"(5–95 %: {band(c)}), {c.launched:.2f} repetitions launched per problem.",
+        *scoring_lines(report),
     ]
     sections = [Section("Choice", intro, [
         Preformatted("chosen.yaml, beside this file: solver solve DATA --config chosen.yaml", config_text(report)),
@@ -211,8 +281,18 @@ def page(report: TuneReport, out: Path) -> Page:
     sections.append(Section("Accuracy against repetitions", [], [
         Image("Accuracy against repetitions launched, 5–95 % bands", out / PLOTS[1]),
         Table("References", head, rows)]))
-    sections.append(Section("Score distributions", [], [
-        Image("Problems right per leaderboard run, zoomed to the scores that occur", out / PLOTS[2])]))
+    rule = sim.rule
+    caption = (f"Left: one run alone, {rule.first_run_name}; right: {rule.name}, two runs over the same problems "
+               "at 1 / 0.5 / 0" if rule.runs > 1 else f"{rule.name}: one run counted")
+    sections.append(Section("Score distributions", [
+        f"Scoring: {rule.text}. The red dashes mark the line {sim.request.line:g}; each title gives P(score ≥ line)."
+        + ("" if rule.runs > 1 else " The private rule (two runs, 1 / 0.5 / 0) is drawn with --scoring "
+                                     "aimo3-private.")], [
+        Image(f"Score per leaderboard day, zoomed to the scores that occur. {caption}", out / PLOTS[2])]))
+    sections.append(Section("What the data can tell", [line.replace("`", "") for line in data_lines(report)
+                                                        if line and not line.startswith("|")],
+                            [Table("Differences between settings", *difference_rows(report.simulation.comparisons))]
+                            if report.simulation.comparisons else []))
     sections.append(Section("Calibration", [line.lstrip("- ").replace("**", "")
                                             for line in calibration_lines(sim) if line]))
     head, rows = wrong_problems(report)
@@ -235,7 +315,7 @@ def _line_settings(report: TuneReport) -> list[Summary]:
 def _histogram_settings(report: TuneReport) -> list[Summary]:
     picked: list[Summary] = [report.choice]
     widest = max(report.full, key=lambda s: s.setting.reps, default=None)
-    if widest is not None:
+    if widest is not None and widest is not report.choice:
         picked.append(widest)
     for s in report.frontiers.get("reps", []):
         if len(picked) >= HISTOGRAMS_MAX:

@@ -94,23 +94,27 @@ def tune(req: SimulationRequest, rule: PickRule,
                       {a: dominance_gap(summaries, adaptive, a) for a in axes}, bool(req.workers))
 
 
+BUDGET_KEYS = ("total_s", "problems", "min_s", "max_s", "reserve_s", "cutoff_s", "banking")
+
+
 def chosen_config(report: TuneReport) -> dict[str, object]:
     """The chosen setting as the config keys it decides (a file ``solver solve --config`` and the Kaggle predictor
-    layer on a preset). Workers are written only when the search varied them, or searched auto workers: otherwise
-    they are the hardware's, not the policy's. Under a budget the time policy is written whole (the clamp, banking), so the file does not
-    depend on the preset's budget section."""
+    layer on a preset), read from the config it was simulated with (``Setting.config``: the one place a setting is
+    laid over a config), so the file runs what was simulated. Workers are written only when the search varied them,
+    or searched auto workers: otherwise they are the hardware's, not the policy's. Under a budget the time policy is
+    written whole (the clamp, banking), so the file does not depend on the preset's budget section; a setting
+    simulated without one leaves the budget to the preset (writing none would take a competition's budget away)."""
     s = report.choice.setting
-    solve: dict[str, object] = {"reps": s.reps, "retry_reps": s.retry}
+    config = s.config(report.simulation.config, report.choice.problems)
+    solve: dict[str, object] = {"reps": config.solve.reps, "retry_reps": config.solve.retry_reps}
     if report.workers_given:
-        solve["workers"] = s.workers
+        solve["workers"] = config.solve.workers
     elif report.simulation.config.solve.workers == 0:
         solve["workers"] = 0  # searched with auto workers (--set solve.workers=0): run with them
-    data: dict[str, object] = {"vote": {"voter": s.voter}, "stop": {"stoppers": list(s.stoppers)}, "solve": solve}
+    data: dict[str, object] = {"vote": {"voter": config.vote.voter}, "stop": {"stoppers": list(config.stop.stoppers)},
+                               "solve": solve}
     if s.budget_s is not None:
-        base = report.simulation.config.budget
-        low, high = s.clamp if s.clamp is not None else (base.min_s, base.max_s)
-        data["budget"] = {"total_s": s.budget_s, "problems": report.choice.problems, "min_s": low, "max_s": high,
-                          "reserve_s": base.reserve_s, "cutoff_s": base.cutoff_s, "banking": s.banking}
+        data["budget"] = {key: getattr(config.budget, key) for key in BUDGET_KEYS}
     return data
 
 
@@ -123,6 +127,7 @@ def config_text(report: TuneReport) -> str:
         f"# rule: {report.rule.text}",
         f"# expected accuracy {100 * c.mean / k:.2f} % (5-95 %: {100 * c.quantiles[0.05] / k:.1f}-"
         f"{100 * c.quantiles[0.95] / k:.1f} %) on {k} problems; {c.launched:.2f} repetitions launched per problem",
+        f"# scoring {report.simulation.rule.name}: P(score >= {c.line:g}) = {c.p_line:.2f}",
         "# use: solver solve DATA --config THIS_FILE (layered on the preset)",
     ]
     return "\n".join(head) + "\n" + yaml.safe_dump(chosen_config(report), sort_keys=False)

@@ -1,0 +1,151 @@
+"""The leaderboard as AIMO3 scores it: a day's runs and credit, the line, the run-time jitter, and what the data can
+tell two settings apart by, each on a case whose answer is known by hand."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from solver.cli import main
+from solver.offline.sim import SimulationError, simulate
+
+from offline.test_simulate import request, synthetic, write_run
+
+# Three problems, reference 3: "split" recorded once right and once wrong, "one" once right, "wrong" twice wrong.
+SPEC = {"split": ("3", ["3", "4"]), "one": ("3", ["3"]), "wrong": ("3", ["4", "4"])}
+
+
+def test_the_private_rule_runs_the_same_problems_twice_with_fresh_draws(tmp_path: Path) -> None:
+    """One repetition per problem and run. "split" has both runs' draws recorded, so its two runs take its two
+    repetitions, one each: exactly one run is right, 0.5 every day. "one" has a single repetition, which both runs
+    draw: 1. "wrong": 0. So every private day scores 1.5, while the first run alone scores 1 or 2."""
+    run = write_run(tmp_path / "run", SPEC)
+    private = simulate(request(run, reps=(1,), workers=(1,), trials=200, scoring="aimo3-private", line=1.5))
+    s = private.summaries[0]
+    assert set(s.scores) == {1.5} and s.p_line == 1.0 and s.runs == 2
+    assert set(s.first_scores) == {1.0, 2.0} and abs(s.first_scores.mean() - 1.5) < 0.15
+    assert s.first_p_line == pytest.approx(float((s.first_scores == 2).mean()))
+    shares = dict(zip([p.problem.id for p in private.prepared], s.right_share))
+    assert shares == {"one": 1.0, "split": 0.5, "wrong": 0.0}
+    public = simulate(request(run, reps=(1,), workers=(1,), trials=200, line=1.5)).summaries[0]
+    assert np.array_equal(public.scores, s.first_scores)  # the first run is the public day, draw for draw
+    assert public.first is None and public.runs == 1
+
+
+def test_a_rule_of_two_runs_is_the_same_whatever_the_jobs_and_the_grid(tmp_path: Path) -> None:
+    run = synthetic(tmp_path / "run", [0.2, 0.5, 0.7, 0.9], reps=10)
+    one = simulate(request(run, reps=(3,), trials=120, seed=4, scoring="aimo3-private")).summaries[0]
+    jobs = simulate(request(run, reps=(3,), trials=120, seed=4, scoring="aimo3-private", jobs=2)).summaries[0]
+    grid = simulate(request(run, reps=(1, 3, 12), trials=120, seed=4, scoring="aimo3-private")).summaries[1]
+    for other in (jobs, grid):
+        assert np.array_equal(one.scores, other.scores) and np.array_equal(one.first_scores, other.first_scores)
+        assert one.seconds == other.seconds
+    assert set(np.round(one.scores * 2)) <= set(range(0, 9)) and (one.scores % 0.5 == 0).all()
+
+
+def test_the_speed_jitter_scales_each_run_and_cuts_the_slow_ones(tmp_path: Path) -> None:
+    """One problem a day, one repetition of 100 s, a budget of 101 s (no floor, no reserve): a run whose factor
+    passes 1.01 is cut and answers the default (wrong here), one below is right. The fastest third of the range
+    (factor <= 0.967) is never cut, the slowest (>= 1.033) always."""
+    run = write_run(tmp_path / "run", {"p": ("3", ["3"])}, seconds=lambda pid, i: 100.0)
+    flat = (("budget.min_s", 0.0), ("budget.max_s", 1000.0), ("budget.reserve_s", 0.0))
+    s = simulate(request(run, reps=(1,), workers=(1,), budgets=(101.0,), trials=300, speed_jitter=0.1,
+                         overrides=flat)).summaries[0]
+    j = s.jitter
+    assert j is not None and j.fast.runs + j.slow.runs > 150
+    assert (j.fast.right, j.fast.cut, j.slow.right, j.slow.cut) == (1.0, 0.0, 0.0, 1.0)
+    assert 90.0 <= j.fast.seconds <= 100.0 / 1.0 * (1 - 0.1 / 3) + 1e-9 and 101.0 >= j.slow.seconds
+    assert 0.3 < s.mean < 0.7  # right on the days below 1.01: about half
+    steady = simulate(request(run, reps=(1,), workers=(1,), budgets=(101.0,), trials=300, overrides=flat))
+    assert steady.summaries[0].jitter is None and steady.summaries[0].mean == 1.0  # no jitter: 100 s always fits
+
+
+def test_without_a_budget_the_jitter_moves_the_seconds_only(tmp_path: Path) -> None:
+    run = synthetic(tmp_path / "run", [0.3, 0.6, 0.8], reps=6)
+    steady, jittered = (simulate(request(run, reps=(4,), workers=(2,), trials=90, speed_jitter=j)).summaries[0]
+                        for j in (0.0, 0.1))
+    assert np.array_equal(steady.scores, jittered.scores)
+    assert steady.total_std == 0 or jittered.total_std > steady.total_std
+    assert jittered.seconds == pytest.approx(steady.seconds, rel=0.05)  # the factors average about 1
+    assert jittered.jitter is not None and jittered.jitter.fast.seconds < jittered.jitter.slow.seconds
+
+
+def test_each_setting_is_set_against_the_best_with_what_the_data_can_tell(tmp_path: Path) -> None:
+    """At one cap, a lossless stop answers what every repetition answers on every draw: the same. One repetition
+    against nine on problems right 70 % of the time, recorded 40 times: nine is clearly better. The same pair on 6
+    recorded repetitions: the interval widens, and more recorded attempts than that would be needed."""
+    rich = synthetic(tmp_path / "rich", [0.7] * 12, reps=40, seed=3)
+    report = simulate(request(rich, reps=(1, 9), stoppers=((), ("lossless",)), workers=(1,), trials=200))
+    by = {(s.setting.reps, s.setting.stoppers): s for s in report.summaries}
+    best = next(s for s in report.summaries if s.vs_best is None)
+    assert best.setting.reps == 9
+    twin = by[(9, ("lossless",))] if best is by[(9, ())] else by[(9, ())]
+    assert twin.vs_best is not None and twin.vs_best.verdict == "the same on every draw"
+    one = by[(1, ())].vs_best
+    assert one is not None and one.separable and one.mean < 0 and one.high < 0
+    sparse = synthetic(tmp_path / "sparse", [0.7] * 12, reps=6, seed=3)
+    thin = simulate(request(sparse, reps=(1, 9), workers=(1,), trials=200)).summaries[0].vs_best
+    assert thin is not None and thin.half > one.half and not thin.separable
+    assert thin.attempts is not None and thin.attempts > 6 and "recorded attempts per problem" in thin.verdict
+
+
+def test_compare_pairs_rows_of_the_grid(tmp_path: Path) -> None:
+    run = synthetic(tmp_path / "run", [0.4, 0.6, 0.8], reps=8)
+    report = simulate(request(run, reps=(1, 3, 5), trials=60, compare=((3, 1), (2, 3))))
+    (a, b) = report.comparisons
+    assert (a.a, a.b, b.a, b.b) == (2, 0, 1, 2)
+    s = report.summaries
+    assert a.mean == pytest.approx(s[2].mean - s[0].mean) and b.mean == pytest.approx(s[1].mean - s[2].mean)
+    with pytest.raises(SimulationError, match="the grid has 3 settings"):
+        simulate(request(run, reps=(1, 3, 5), trials=5, compare=((1, 4),)))
+
+
+def test_the_flags_and_their_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import pandas as pd
+
+    run = write_run(tmp_path / "run", SPEC)
+    out = tmp_path / "out"
+    assert main(["simulate", str(run), "--reps", "1,2", "--trials", "20", "--jobs", "1", "--calibration-reps", "0",
+                 "--scoring", "aimo3-private", "--line", "1.5", "--compare", "1,2", "--speed-jitter", "0",
+                 "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    for needle in ("Scoring: aimo3-private", "## Two leaderboards", "## What the data can tell", "#1 − #2",
+                   "P(≥1.5)"):
+        assert needle in printed, needle
+    assert "## Run-time jitter" not in printed
+    summary = pd.read_csv(out / "summary.csv")
+    assert list(summary["row"]) == [1, 2] and (summary["line"] == 1.5).all()
+    assert {"p_line", "first_run_mean", "first_run_p_line", "vs_best", "separable", "beyond_data"} <= set(summary)
+    scores = pd.read_csv(out / "scores.csv")
+    single = scores[scores["setting"].str.startswith("reps=1 ")]
+    assert set(single["score"]) == {1.5} and set(single["first_run"]) <= {1.0, 2.0}
+    for flags, message in ((["--scoring", "kaggle"], "unknown scoring 'kaggle'"),
+                           (["--compare", "1,9"], "--compare 1,9: the grid has 1 setting,"),
+                           (["--compare", "2,2"], "--compare takes two different row numbers"),
+                           (["--speed-jitter", "1"], "--speed-jitter must be >= 0 and below 1"),
+                           (["--line", "-1"], "--line must be >= 0")):
+        code = main(["simulate", str(run), *flags, "--out", str(tmp_path / "bad")])
+        err = capsys.readouterr().err
+        assert code == 2 and message in err and err.count("\n") == 1, (flags, err)
+        assert not (tmp_path / "bad").exists()
+    assert main(["tune", str(run), *["--scoring", "kaggle"], "--out", str(tmp_path / "bad")]) == 2
+    assert "unknown scoring" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:  # argparse's own: usage and the message
+        main(["simulate", str(run), "--compare", "1", "--out", str(tmp_path / "bad")])
+    assert exited.value.code == 2 and "expected two row numbers A,B" in capsys.readouterr().err
+
+
+def test_a_setting_beyond_the_data_is_flagged_beside_its_row(tmp_path: Path) -> None:
+    from solver.offline.sim import markdown
+
+    run = synthetic(tmp_path / "run", [0.5, 0.6, 0.7, 0.8], reps=4)
+    report = simulate(request(run, reps=(4, 8), trials=20))
+    inside, beyond = report.summaries
+    assert not inside.beyond_data and beyond.beyond_data and beyond.bootstrapped == 4
+    rows = [line for line in markdown(report).splitlines() if line.startswith("| 2 |")]
+    assert rows and rows[0].rstrip(" |").endswith("⚑ beyond the data: 4.0 of 4 topped up")
+    assert math.isclose(report.summaries[0].p_line, 0.0)  # the default line, 47, is above 4 problems
+    assert "above the K = 4 problems" in markdown(report)
