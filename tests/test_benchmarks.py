@@ -71,8 +71,10 @@ def test_engine_benchmark_refuses_unknown_contenders_before_any_engine_starts():
 
 @pytest.mark.slow
 @pytest.mark.engine
-def test_load_benchmark_quick_prints_percentiles_and_tokens_per_s_per_endpoint():
-    out = run_benchmark("benchmarks/load.py", "--quick", timeout=600)
+def test_load_benchmark_quick_prints_percentiles_and_tokens_per_s_per_endpoint(served):
+    # Against the session's running server: the servers the benchmark starts itself come from the launcher that
+    # `solver serve` and benchmarks/real_shape.py's (s) use too (tests/engines, tests/test_benchmarks_real.py).
+    out = run_benchmark("benchmarks/load.py", "--quick", "--endpoint", served, timeout=600)
     assert "p50 ms" in out and "p95 ms" in out and "p99 ms" in out and "tok/s" in out, out
     rows = re.findall(r"^(http://127\.0\.0\.1:\d+|all)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+\d+\s+(\d+)"
                       r"\s+([\d.]+)$", out, re.M)
