@@ -166,6 +166,62 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SHARED_SERVER] = SharedServer()
 
 
+# ---- where the time goes -----------------------------------------------------------------------------------
+
+PHASES = ("setup", "call", "teardown")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--durations-file", default=None, metavar="PATH",
+                     help="write every test's seconds (total, setup, call, teardown) and outcome to PATH, a "
+                          "tab-separated table, slowest first (make test and make test-fast write runs/)")
+
+
+def durations_table(reports: list) -> str:
+    """The tab-separated table of what ``reports`` (pytest's reports of each test's phases) took, a test a line,
+    slowest first; a test's outcome is its worst phase's (an error is a setup or teardown that failed).
+
+    >>> from types import SimpleNamespace as Report
+    >>> table = durations_table([Report(nodeid="t.py::a", when="setup", duration=0.5, outcome="passed"),
+    ...                          Report(nodeid="t.py::a", when="call", duration=1.25, outcome="passed"),
+    ...                          Report(nodeid="t.py::b", when="call", duration=3.0, outcome="failed"),
+    ...                          Report(nodeid="t.py::b", when="teardown", duration=0.0, outcome="failed")])
+    >>> [line.split("\\t") for line in table.splitlines()]  # doctest: +NORMALIZE_WHITESPACE
+    [['seconds', 'setup', 'call', 'teardown', 'outcome', 'test'],
+     ['3.00', '0.00', '3.00', '0.00', 'error', 't.py::b'],
+     ['1.75', '0.50', '1.25', '0.00', 'passed', 't.py::a']]
+    """
+    rows: dict[str, dict[str, object]] = {}
+    for report in reports:
+        row = rows.setdefault(report.nodeid, {"outcome": "passed", **dict.fromkeys(PHASES, 0.0)})
+        row[report.when] = report.duration
+        if report.outcome == "failed":
+            row["outcome"] = "failed" if report.when == "call" and row["outcome"] != "error" else "error"
+        elif report.outcome == "skipped" and row["outcome"] == "passed":
+            row["outcome"] = "skipped"
+
+    def total(row: dict[str, object]) -> float:
+        return sum(float(row[phase]) for phase in PHASES)  # type: ignore[arg-type]
+
+    lines = ["seconds\tsetup\tcall\tteardown\toutcome\ttest"]
+    for nodeid, row in sorted(rows.items(), key=lambda item: -total(item[1])):
+        seconds = "\t".join(f"{float(row[phase]):.2f}" for phase in PHASES)  # type: ignore[arg-type]
+        lines.append(f"{total(row):.2f}\t{seconds}\t{row['outcome']}\t{nodeid}")
+    return "\n".join(lines) + "\n"
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    """``--durations-file``: the table of every test run, from the reports pytest's own ``--durations`` reads."""
+    path = config.getoption("--durations-file")
+    if not path:
+        return
+    reports = [r for group in terminalreporter.stats.values() for r in group
+               if isinstance(r, pytest.TestReport) and r.when in PHASES]
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(durations_table(reports))
+    terminalreporter.write_line(f"durations of {len({r.nodeid for r in reports})} tests: {path}")
+
+
 def shared_uses(item: pytest.Item) -> list[str]:
     """The shared resources (``SHARED``'s fixture names) ``item`` asks for."""
     return [name for name in SHARED if name in item.fixturenames]
