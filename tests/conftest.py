@@ -9,7 +9,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -115,13 +115,14 @@ class SharedServer:
         self.family: list = []  # psutil.Process of every process under the command, seen once it was ready
         self.starts = 0
 
-    def get(self, logs: Path) -> str:
+    def get(self, logs: Callable[[], Path]) -> str:
+        """The endpoint's base URL, starting the command first if it is not running (its logs in ``logs()``)."""
         import psutil
 
         if self.url is not None:
             return self.url
         port = free_port()
-        process = subprocess.Popen(solver_cmd("serve", "--port", str(port), "--log-dir", str(logs), *self.ARGS),
+        process = subprocess.Popen(solver_cmd("serve", "--port", str(port), "--log-dir", str(logs()), *self.ARGS),
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         lines = []
         for line in process.stdout or ():  # ends when the command exits (it gives up after --timeout)
@@ -211,7 +212,12 @@ def durations_table(reports: list) -> str:
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
-    """``--durations-file``: the table of every test run, from the reports pytest's own ``--durations`` reads."""
+    """How often the shared engine and endpoint started; ``--durations-file``: the table of every test run, from
+    the reports pytest's own ``--durations`` reads."""
+    engine, server = config.stash[SHARED_ENGINE], config.stash[SHARED_SERVER]
+    if engine.starts or server.starts:
+        terminalreporter.write_line(f"shared: the in-process engine started {engine.starts} time(s), the solver serve "
+                                    f"endpoint {server.starts} time(s)")
     path = config.getoption("--durations-file")
     if not path:
         return
@@ -280,8 +286,7 @@ def engine_loop(engine_config, request: pytest.FixtureRequest) -> tuple[object, 
 def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
     """The base URL of the session's shared ``solver serve`` endpoint (``SharedServer``); its logs are in a
     session temp folder, ``server-logs``."""
-    server = request.config.stash[SHARED_SERVER]
-    return server.url or server.get(tmp_path_factory.mktemp("server-logs"))
+    return request.config.stash[SHARED_SERVER].get(lambda: tmp_path_factory.mktemp("server-logs"))
 
 
 @pytest.fixture(scope="module")

@@ -42,10 +42,11 @@ def test_stopping_benchmark_on_a_synthetic_run_prints_every_policy():
 @pytest.mark.slow
 @pytest.mark.engine
 def test_engine_benchmark_quick_prints_the_contenders_and_ratios(tmp_path):
-    # Two turns per repetition, not the trace's four: every contender still continues repetitions past a program's
-    # output (what streaming input and the rounds are about), on half the tokens.
-    out = run_benchmark("benchmarks/engine.py", "--quick", "--turns", "2", "--set", "sampling.logprobs=5",
-                        "--json", str(tmp_path / "engine.json"), timeout=900)
+    # Two turns per repetition, not the trace's four, and programs of a median 0.1 s, not 0.5: every contender still
+    # continues repetitions past a program's output (what streaming input and the rounds are about), on half the
+    # tokens and a fifth of the waiting.
+    out = run_benchmark("benchmarks/engine.py", "--quick", "--turns", "2", "--code-median", "0.1",
+                        "--set", "sampling.logprobs=5", "--json", str(tmp_path / "engine.json"), timeout=900)
     for name in ("(a) raw", "(a1) raw 1 by 1", "(b) pipeline", "(bs) streaming", "(b1) one by one", "(c) rounds"):
         assert name in out
     assert re.search(r"ratio \(b\)/\(a\) = \d", out) and re.search(r"ratio \(b\)/\(c\) = \d", out)
