@@ -14,14 +14,16 @@ demo: setup
 	$(PY) -m solver demo --out $(RUN)
 
 # Everything: the real-engine tests (marker engine) and the slow ones (benchmarks in quick mode, notebooks, the
-# headless browser, soak) included; CI runs exactly this (.ci/run).
+# headless browser, soak) included; CI runs exactly this (.ci/run). Each test's seconds, slowest first, are left in
+# runs/test-durations.tsv (runs/test-fast-durations.tsv for the fast tier).
 test: setup
 	@bash scripts/setup_browser.sh
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest --durations-file=runs/test-durations.tsv $(PYTEST_ARGS)
 
 # The fast tier: no real engine, nothing slow, and vLLM hidden (tests/without_vllm), so it proves it needs none.
 test-fast: setup
-	PYTHONPATH=$(CURDIR)/tests/without_vllm$${PYTHONPATH:+:$$PYTHONPATH} $(PY) -m pytest -m "not engine and not slow" $(PYTEST_ARGS)
+	PYTHONPATH=$(CURDIR)/tests/without_vllm$${PYTHONPATH:+:$$PYTHONPATH} $(PY) -m pytest -m "not engine and not slow" \
+		--durations-file=runs/test-fast-durations.tsv $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) benchmarks/sandbox.py --quick

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import socket
+import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -93,39 +97,182 @@ class SharedEngine:
         assert closed.ok, f"the shared engine did not close: {closed.error}"
 
 
+class SharedServer:
+    """The one ``solver serve`` endpoint of a test session (tiny model, CPU, loopback), for tests of a client of a
+    running server (``--engine openai``, ``--endpoint URL``): its start costs as much as an engine's, so they share
+    it, in one stretch of the run, as ``SharedEngine``'s tests do.
+
+    Closing it checks the command's own promise: SIGTERM stops it with exit code 0 and leaves none of its processes
+    behind (the API server and its engine core at least)."""
+
+    # Stream every token (the CPU preset streams every 16): the cancel tests leave after a few tokens and need the
+    # request still running on the server at that point.
+    ARGS = ("--timeout", "600", "--set", "engine.args.stream_interval=1")
+
+    def __init__(self) -> None:
+        self.process: subprocess.Popen[str] | None = None
+        self.url: str | None = None
+        self.family: list = []  # psutil.Process of every process under the command, seen once it was ready
+        self.starts = 0
+
+    def get(self, logs: Callable[[], Path]) -> str:
+        """The endpoint's base URL, starting the command first if it is not running (its logs in ``logs()``)."""
+        import psutil
+
+        if self.url is not None:
+            return self.url
+        port = free_port()
+        process = subprocess.Popen(solver_cmd("serve", "--port", str(port), "--log-dir", str(logs()), *self.ARGS),
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines = []
+        for line in process.stdout or ():  # ends when the command exits (it gives up after --timeout)
+            lines.append(line.strip())
+            if line.startswith("http://"):
+                break
+        urls = [x for x in lines if x.startswith("http://")]
+        if not urls:
+            process.wait(timeout=60)
+            pytest.fail(f"solver serve did not start: {(process.stderr.read() if process.stderr else '')[-1500:]}")
+        self.process, self.url, self.starts = process, urls[0], self.starts + 1
+        self.family = psutil.Process(process.pid).children(recursive=True)
+        assert len(self.family) >= 2, "the API server and its engine core at least"
+        return self.url
+
+    def close(self) -> None:
+        import psutil
+
+        if self.process is None:
+            return
+        process, family = self.process, self.family
+        self.process, self.url, self.family = None, None, []
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=120)
+        for stream in (process.stdout, process.stderr):
+            if stream is not None:
+                stream.close()
+        assert code == 0, f"solver serve ended with exit code {code} on SIGTERM"
+        time.sleep(0.5)
+        left = [p.pid for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        assert left == [], f"solver serve left processes behind: {left}"
+
+
 SHARED_ENGINE = pytest.StashKey[SharedEngine]()
+SHARED_SERVER = pytest.StashKey[SharedServer]()
+# The fixture that hands each shared resource out, and where it lives.
+SHARED = {"engine_loop": SHARED_ENGINE, "served": SHARED_SERVER}
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[SHARED_ENGINE] = SharedEngine()
+    config.stash[SHARED_SERVER] = SharedServer()
+
+
+# ---- where the time goes -----------------------------------------------------------------------------------
+
+PHASES = ("setup", "call", "teardown")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--durations-file", default=None, metavar="PATH",
+                     help="write every test's seconds (total, setup, call, teardown) and outcome to PATH, a "
+                          "tab-separated table, slowest first (make test and make test-fast write runs/)")
+
+
+def durations_table(reports: list) -> str:
+    """The tab-separated table of what ``reports`` (pytest's reports of each test's phases) took, a test a line,
+    slowest first; a test's outcome is its worst phase's (an error is a setup or teardown that failed).
+
+    >>> from types import SimpleNamespace as Report
+    >>> table = durations_table([Report(nodeid="t.py::a", when="setup", duration=0.5, outcome="passed"),
+    ...                          Report(nodeid="t.py::a", when="call", duration=1.25, outcome="passed"),
+    ...                          Report(nodeid="t.py::b", when="call", duration=3.0, outcome="failed"),
+    ...                          Report(nodeid="t.py::b", when="teardown", duration=0.0, outcome="failed")])
+    >>> [line.split("\\t") for line in table.splitlines()]  # doctest: +NORMALIZE_WHITESPACE
+    [['seconds', 'setup', 'call', 'teardown', 'outcome', 'test'],
+     ['3.00', '0.00', '3.00', '0.00', 'error', 't.py::b'],
+     ['1.75', '0.50', '1.25', '0.00', 'passed', 't.py::a']]
+    """
+    rows: dict[str, dict[str, object]] = {}
+    for report in reports:
+        row = rows.setdefault(report.nodeid, {"outcome": "passed", **dict.fromkeys(PHASES, 0.0)})
+        row[report.when] = report.duration
+        if report.outcome == "failed":
+            row["outcome"] = "failed" if report.when == "call" and row["outcome"] != "error" else "error"
+        elif report.outcome == "skipped" and row["outcome"] == "passed":
+            row["outcome"] = "skipped"
+
+    def total(row: dict[str, object]) -> float:
+        return sum(float(row[phase]) for phase in PHASES)  # type: ignore[arg-type]
+
+    lines = ["seconds\tsetup\tcall\tteardown\toutcome\ttest"]
+    for nodeid, row in sorted(rows.items(), key=lambda item: -total(item[1])):
+        seconds = "\t".join(f"{float(row[phase]):.2f}" for phase in PHASES)  # type: ignore[arg-type]
+        lines.append(f"{total(row):.2f}\t{seconds}\t{row['outcome']}\t{nodeid}")
+    return "\n".join(lines) + "\n"
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    """How often the shared engine and endpoint started; ``--durations-file``: the table of every test run, from
+    the reports pytest's own ``--durations`` reads."""
+    engine, server = config.stash[SHARED_ENGINE], config.stash[SHARED_SERVER]
+    if engine.starts or server.starts:
+        terminalreporter.write_line(f"shared: the in-process engine started {engine.starts} time(s), the solver serve "
+                                    f"endpoint {server.starts} time(s)")
+    path = config.getoption("--durations-file")
+    if not path:
+        return
+    reports = [r for group in terminalreporter.stats.values() for r in group
+               if isinstance(r, pytest.TestReport) and r.when in PHASES]
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(durations_table(reports))
+    terminalreporter.write_line(f"durations of {len({r.nodeid for r in reports})} tests: {path}")
+
+
+def shared_uses(item: pytest.Item) -> list[str]:
+    """The shared resources (``SHARED``'s fixture names) ``item`` asks for."""
+    return [name for name in SHARED if name in item.fixturenames]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Modules whose tests use the shared engine run last, grouped by the ``engine_config`` they ask for, so each
-    configuration starts once; everything else keeps its order."""
-    groups: dict[str, str] = {}  # module path -> the engine_config definition its engine tests use
+    """Modules whose tests use a shared resource run last, grouped by the resource (the engine by the
+    ``engine_config`` they ask for), so each starts once; everything else keeps its order."""
+    groups: dict[str, str] = {}  # module path -> the resource its tests use
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
-        if info is not None and "engine_loop" in info.names_closure:
+        if info is None or str(item.path) in groups:
+            continue
+        if "engine_loop" in info.names_closure:
             definition = info.name2fixturedefs["engine_config"][-1]  # the override nearest the test
-            groups.setdefault(str(item.path), f"{definition.baseid}::{definition.func.__qualname__}")
+            groups[str(item.path)] = f"engine_loop {definition.baseid}::{definition.func.__qualname__}"
+        elif "served" in info.names_closure:
+            groups[str(item.path)] = "served"
 
     def order(item: pytest.Item) -> tuple[bool, str, bool]:
         group = groups.get(str(item.path))
         # Within a group, the tests that start engines of their own first: the shared one then starts once.
-        return (group is not None, group or "", "engine_loop" in item.fixturenames)
+        return (group is not None, group or "", bool(shared_uses(item)))
 
     items[:] = sorted(items, key=order)  # stable: within a group, the collected order
 
 
 @pytest.hookimpl(tryfirst=True)  # before the test's own fixtures start anything
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    if "engine_loop" not in item.fixturenames:
-        item.config.stash[SHARED_ENGINE].close()
+    for name, key in SHARED.items():
+        if name not in item.fixturenames:
+            item.config.stash[key].close()
+
+
+@pytest.hookimpl(trylast=True)  # after the test's own fixtures ended
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """A shared resource ends with the last test of its stretch: what its closing finds is that test's error."""
+    for name in shared_uses(item):
+        if nextitem is None or name not in nextitem.fixturenames:
+            item.config.stash[SHARED[name]].close()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    session.config.stash[SHARED_ENGINE].close()
+    for key in SHARED.values():
+        session.config.stash[key].close()
 
 
 @pytest.fixture
@@ -133,6 +280,13 @@ def engine_loop(engine_config, request: pytest.FixtureRequest) -> tuple[object, 
     """(LoopThread, VllmEngine): the session's shared real engine (``SharedEngine``), started with
     ``engine_config``."""
     return request.config.stash[SHARED_ENGINE].get(engine_config)
+
+
+@pytest.fixture
+def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The base URL of the session's shared ``solver serve`` endpoint (``SharedServer``); its logs are in a
+    session temp folder, ``server-logs``."""
+    return request.config.stash[SHARED_SERVER].get(lambda: tmp_path_factory.mktemp("server-logs"))
 
 
 @pytest.fixture(scope="module")
@@ -160,3 +314,10 @@ def pool(loop: asyncio.AbstractEventLoop, pool_options: dict):
 
 def solver_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "solver", *args]
+
+
+def free_port() -> int:
+    """A loopback TCP port free now (the OS picks it)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

@@ -42,8 +42,11 @@ def test_stopping_benchmark_on_a_synthetic_run_prints_every_policy():
 @pytest.mark.slow
 @pytest.mark.engine
 def test_engine_benchmark_quick_prints_the_contenders_and_ratios(tmp_path):
-    out = run_benchmark("benchmarks/engine.py", "--quick", "--set", "sampling.logprobs=5",
-                        "--json", str(tmp_path / "engine.json"), timeout=900)
+    # Two turns per repetition, not the trace's four, and programs of a median 0.1 s, not 0.5: every contender still
+    # continues repetitions past a program's output (what streaming input and the rounds are about), on half the
+    # tokens and a fifth of the waiting.
+    out = run_benchmark("benchmarks/engine.py", "--quick", "--turns", "2", "--code-median", "0.1",
+                        "--set", "sampling.logprobs=5", "--json", str(tmp_path / "engine.json"), timeout=900)
     for name in ("(a) raw", "(a1) raw 1 by 1", "(b) pipeline", "(bs) streaming", "(b1) one by one", "(c) rounds"):
         assert name in out
     assert re.search(r"ratio \(b\)/\(a\) = \d", out) and re.search(r"ratio \(b\)/\(c\) = \d", out)
@@ -71,8 +74,10 @@ def test_engine_benchmark_refuses_unknown_contenders_before_any_engine_starts():
 
 @pytest.mark.slow
 @pytest.mark.engine
-def test_load_benchmark_quick_prints_percentiles_and_tokens_per_s_per_endpoint():
-    out = run_benchmark("benchmarks/load.py", "--quick", timeout=600)
+def test_load_benchmark_quick_prints_percentiles_and_tokens_per_s_per_endpoint(served):
+    # Against the session's running server: the servers the benchmark starts itself come from the launcher that
+    # `solver serve` and benchmarks/real_shape.py's (s) use too (tests/engines, tests/test_benchmarks_real.py).
+    out = run_benchmark("benchmarks/load.py", "--quick", "--endpoint", served, timeout=600)
     assert "p50 ms" in out and "p95 ms" in out and "p99 ms" in out and "tok/s" in out, out
     rows = re.findall(r"^(http://127\.0\.0\.1:\d+|all)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+\d+\s+(\d+)"
                       r"\s+([\d.]+)$", out, re.M)

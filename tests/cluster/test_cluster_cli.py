@@ -1,5 +1,8 @@
 """``solver solve --cluster``: bad cluster input is one line and exit 2 before anything starts; a driver killed
-with SIGKILL mid-run resumes with ``--resume`` on a new local Ray, keeping every logged repetition."""
+with SIGKILL mid-run resumes with ``--resume`` on a new local Ray, keeping every logged repetition.
+
+The command runs as a process where it starts a local Ray of its own; input it refuses, and an actor that cannot
+start on the package's running Ray (``local_ray``), run in this process (``solver.cli.main``)."""
 
 from __future__ import annotations
 
@@ -10,6 +13,8 @@ from collections import Counter
 
 import pytest
 from conftest import ROOT, solver_cmd
+
+from solver.cli import main
 
 FIXTURE = ROOT / "tests" / "data" / "replay_run"
 
@@ -24,12 +29,12 @@ def run_cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str
     (["--cluster", "local:2", "--actors", "3"], "drop --actors"),
     (["--actors", "2"], "--actors needs --cluster"),
 ])
-def test_bad_cluster_input_is_one_line_and_writes_nothing(tmp_path, flags, needle):
+def test_bad_cluster_input_is_one_line_and_writes_nothing(tmp_path, capsys, flags, needle):
     out = tmp_path / "run"
-    done = run_cli("solve", "--engine", "replay", "--from", str(FIXTURE), "--out", str(out), *flags, timeout=60)
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert done.returncode == 2, done.stderr
-    assert len(lines) == 1 and needle in lines[0], done.stderr
+    assert main(["solve", "--engine", "replay", "--from", str(FIXTURE), "--out", str(out), *flags]) == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and needle in lines[0], err
     assert not out.exists()
 
 
@@ -99,12 +104,11 @@ def test_driver_killed_mid_run_resumes_on_a_new_cluster(tmp_path):
         assert result.repetitions == len(records.finished()[result.problem_id]) == 4
 
 
-def test_an_actor_that_cannot_start_is_named_with_its_reason(tmp_path):
-    pytest.importorskip("ray")
+def test_an_actor_that_cannot_start_is_named_with_its_reason(tmp_path, capsys, local_ray):
     out = tmp_path / "run"
-    done = run_cli("solve", "demo", "--engine", "replay", "--from", str(tmp_path / "missing"), "--out", str(out),
-                   "--cluster", "local:1")
-    assert done.returncode == 1, done.stderr
-    error = [line for line in done.stderr.splitlines() if line.startswith("solver: error:")]
+    assert main(["solve", "demo", "--engine", "replay", "--from", str(tmp_path / "missing"), "--out", str(out),
+                 "--cluster", "local:1"]) == 1
+    err = capsys.readouterr().err
+    error = [line for line in err.splitlines() if line.startswith("solver: error:")]
     assert len(error) == 1 and "actor engine-0 failed to start" in error[0] and "no run log at" in error[0]
     assert not out.exists()

@@ -1,4 +1,4 @@
-"""End to end with the real engine: a local Ray (ray.init(num_cpus=2), no dashboard), one engine actor owning the
+"""End to end with the real engine: a local Ray (``local_ray``: 2 CPUs, no dashboard), one engine actor owning the
 vLLM CPU engine (tiny model) and its sandbox pool; the driver writes the run log."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from solver.runlog import read_log  # noqa: E402
 
 
 @pytest.mark.engine
-def test_real_engine_actor_solves_and_the_driver_logs(tiny_config, tmp_path):
+def test_real_engine_actor_solves_and_the_driver_logs(tiny_config, tmp_path, local_ray):
     problems = load_problems("demo", limit=2)
     run_dir = tmp_path / "run"
     logged_by: list[str] = []
@@ -31,11 +31,7 @@ def test_real_engine_actor_solves_and_the_driver_logs(tiny_config, tmp_path):
         finally:
             await cluster.close()
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    try:
-        outcome = asyncio.run(main())
-    finally:
-        ray.shutdown()
+    outcome = asyncio.run(main())
     assert outcome.deaths == [] and outcome.unsolved == []
     assert [r.problem_id for r in outcome.results] == [p.id for p in problems]
     records = read_log(run_dir)

@@ -5,9 +5,7 @@ Ray are one line and exit 2, as for ``solve`` and ``sweep``, before anything sta
 from __future__ import annotations
 
 import importlib
-import logging
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -76,17 +74,6 @@ def test_without_ray_every_command_says_the_same_line(tmp_path: Path, capsys: py
     assert not out.exists()
 
 
-@pytest.fixture(scope="module")
-def ray_cpus() -> Iterator[int]:
-    """One local Ray (2 CPUs, no dashboard) for this module: ``--cluster local:2`` finds it running and uses it."""
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
-    try:
-        yield 2
-    finally:
-        ray.shutdown()
-
-
 @pytest.fixture()
 def seen_jobs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str]]:
     """(jobs, joblib backend) of every ``run_trials`` call the commands make."""
@@ -110,19 +97,19 @@ def seen_jobs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, str]]:
     (SIMULATE, ("summary.csv", "scores.csv")),
     (TUNE, ("settings.csv", "chosen.yaml")),
 ], ids=["simulate", "tune"])
-def test_outputs_are_identical_with_and_without_a_cluster(tmp_path: Path, ray_cpus: int,
+def test_outputs_are_identical_with_and_without_a_cluster(tmp_path: Path, local_ray: int,
                                                           seen_jobs: list[tuple[int, str]], command: list[str],
                                                           files: tuple[str, ...]) -> None:
     assert main([*command, "--out", str(tmp_path / "local"), "--jobs", "2"]) == 0
     assert main([*command, "--out", str(tmp_path / "cluster"), "--cluster", "local:2"]) == 0
     assert seen_jobs[0][0] == 2 and seen_jobs[0][1] != "RayBackend"  # joblib's own processes
-    assert seen_jobs[1] == (ray_cpus, "RayBackend")  # --jobs defaulted to the cluster's CPUs, the work on Ray
+    assert seen_jobs[1] == (local_ray, "RayBackend")  # --jobs defaulted to the cluster's CPUs, the work on Ray
     for name in files:
         assert (tmp_path / "local" / name).read_text() == (tmp_path / "cluster" / name).read_text(), name
 
 
 @pytest.mark.parametrize("command", [SIMULATE, TUNE], ids=["simulate", "tune"])
-def test_ray_failing_under_the_trials_is_one_line_and_exit_1(tmp_path: Path, ray_cpus: int,
+def test_ray_failing_under_the_trials_is_one_line_and_exit_1(tmp_path: Path, local_ray: int,
                                                              capsys: pytest.CaptureFixture[str],
                                                              monkeypatch: pytest.MonkeyPatch,
                                                              command: list[str]) -> None:

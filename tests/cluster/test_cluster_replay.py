@@ -1,4 +1,4 @@
-"""The driver and engine actors on a local Ray (ray.init(num_cpus=2), no dashboard), with the replay engine: the
+"""The driver and engine actors on a local Ray (``local_ray``: 2 CPUs, no dashboard), with the replay engine: the
 real pipeline (sandbox, voting) on recorded generations, so two actors fit in 2 cores. An actor killed with
 SIGKILL mid-problem stands in for a node lost to the OOM killer or a crash."""
 
@@ -29,13 +29,6 @@ def replay_config(time_scale: float, **extra):
     overrides = {"engine.name": "replay", "engine.replay_from": [str(FIXTURE)], "engine.replay_time_scale": time_scale,
                  "solve.reps": 4, "solve.workers": 1, "sandbox.workers": 1, **extra}
     return load_config("tiny", overrides=overrides)
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")

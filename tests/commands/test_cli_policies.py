@@ -17,9 +17,10 @@ FIXTURE_RUN = Path(__file__).parents[1] / "data" / "replay_run"
 
 
 def solve(tmp_path: Path, *flags: str) -> tuple[list[dict], list[dict]]:
+    # Three of the recording's six problems: every policy still votes on several, each with its own tally.
     out = tmp_path / "run"
     code = main(["solve", "--engine", "replay", "--from", str(FIXTURE_RUN), "--out", str(out), "--reps", "6",
-                 "--workers", "3", "--set", "engine.replay_time_scale=0", *flags])
+                 "--workers", "3", "--limit", "3", "--set", "engine.replay_time_scale=0", *flags])
     assert code == 0
     lines = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
     with open(out / "answers.csv") as handle:

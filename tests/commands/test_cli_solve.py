@@ -1,4 +1,7 @@
-"""`solver solve` end to end on the replay engine (recorded generations, no model): the config it records."""
+"""`solver solve` end to end on the replay engine (recorded generations, no model): the config it records.
+
+The config tests run the command in this process (``solver.cli.main``, what the ``solver`` script calls); the
+report test runs it as a process, for what a shell sees on stdout."""
 
 from __future__ import annotations
 
@@ -9,14 +12,15 @@ import pytest
 import yaml
 from conftest import ROOT, solver_cmd
 
+from solver.cli import main
+
 FIXTURE = ROOT / "tests" / "data" / "replay_run"
 
 
 def solve(out: Path, *extra: str) -> dict:
-    done = subprocess.run(solver_cmd("solve", "--engine", "replay", "--from", str(FIXTURE), "--out", str(out),
-                                     "--reps", "2", "--workers", "2", "--set", "engine.replay_time_scale=0", *extra),
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert done.returncode == 0, done.stderr
+    code = main(["solve", "--engine", "replay", "--from", str(FIXTURE), "--out", str(out), "--reps", "2",
+                 "--workers", "2", "--set", "engine.replay_time_scale=0", *extra])
+    assert code == 0
     return yaml.safe_load((out / "config.yaml").read_text())
 
 
@@ -49,10 +53,11 @@ def test_solve_prints_the_report_it_wrote_and_a_resume_reads_the_log_once(tmp_pa
     assert (tmp_path / "run" / "report.md").read_text() == report  # nothing left to solve: the same records
 
 
-def test_a_config_file_that_is_not_a_mapping_is_one_line_and_exit_2(tmp_path: Path):
+def test_a_config_file_that_is_not_a_mapping_is_one_line_and_exit_2(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]):
     file = tmp_path / "c.yaml"
     file.write_text("- reps: 4\n")
-    done = subprocess.run(solver_cmd("solve", "demo", "--config", str(file), "--out", str(tmp_path / "run")),
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
-    assert done.returncode == 2 and not (tmp_path / "run").exists()
-    assert done.stderr.strip() == f"solver: error: config {file} must hold sections of keys (a mapping), not a list"
+    assert main(["solve", "demo", "--config", str(file), "--out", str(tmp_path / "run")]) == 2
+    assert not (tmp_path / "run").exists()
+    assert capsys.readouterr().err.strip() == (f"solver: error: config {file} must hold sections of keys (a mapping), "
+                                               "not a list")

@@ -129,9 +129,21 @@ def test_finish_problem_records_allotted_and_used_seconds() -> None:
     assert budget.finished == (spend,)
 
 
-def test_presets_build_a_valid_manager() -> None:
-    for preset in ("h100", "t4x2", "tiny"):
-        BudgetManager(load_config(preset).budget, FakeClock())
+@pytest.mark.parametrize("preset", ["h100", "t4x2", "tiny"])
+def test_presets_build_a_valid_manager(preset: str) -> None:
+    # Valid: a fresh run's first problem is handed its share of the whole set before any cutoff (the budgeted
+    # presets), or no deadline at all (tiny: CPU runs have no time budget).
+    config = load_config(preset).budget
+    clock = FakeClock(1000.0)
+    budget = BudgetManager(config, clock)
+    first = budget.allot()
+    assert first.problems_left == config.problems and not first.past_cutoff
+    if config.total_s is None:
+        assert (first.deadline, first.seconds, budget.cutoff) == (None, None, None)
+        return
+    assert first.seconds == config.max_s  # 5 h or 9 h leave far more than max_s for the first of 50
+    assert budget.cutoff is not None and first.deadline is not None
+    assert 1000.0 < first.deadline < budget.cutoff <= 1000.0 + config.total_s
 
 
 @pytest.mark.parametrize(

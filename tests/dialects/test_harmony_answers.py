@@ -81,6 +81,7 @@ def test_answers_where_gptoss_put_them(dialect, by_source, source, index, answer
     assert cut == (fires == "cut") and (at == len(request.generated) or not cut)
 
 
+@pytest.mark.slow  # a whole-corpus replay: all 328 attempts streamed through the dialect (~10 s)
 def test_the_watch_fires_where_the_harness_cut_on_all_but_the_rows(real_attempts, dialect):
     """Every attempt's requests streamed in pieces of 16 ids: the watch first fires at the harness's cut on 321 of
     328 attempts; the other 7 are the rows above (3 earlier, 4 never)."""

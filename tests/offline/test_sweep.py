@@ -201,22 +201,22 @@ def test_sweep_generates_through_the_replay_engine_and_reuses_its_runs(tmp_path:
 
 @pytest.mark.engine
 def test_small_sweep_with_the_tiny_model(tmp_path: Path) -> None:
-    """Two problems, N in {1, 2}, W in {1, 2}: two real runs (each starts the engine), then the analysis."""
+    """Two problems, N in {1, 2}, W = 2: one real run (it starts the engine), then the analysis. A grid of several
+    worker settings is several such runs, one after another: the replay engine's sweep above covers that."""
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2"}
     proc = subprocess.run(
-        [sys.executable, "-m", "solver", "sweep", "demo", "--limit", "2", "--reps", "1,2", "--workers", "1,2",
+        [sys.executable, "-m", "solver", "sweep", "demo", "--limit", "2", "--reps", "1,2", "--workers", "2",
          "--draws", "20", "--set", "sampling.max_tokens=48", "--set", "sampling.max_total_tokens=96",
          "--out", str(tmp_path)], capture_output=True, text=True, timeout=900, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     df = load_sweep(tmp_path)
-    assert len(df) == 4 and set(df.problems) == {2}
+    assert len(df) == 2 and set(df.problems) == {2}
     measured = df.dropna(subset=["runtime_measured_s"])
-    assert sorted(measured.workers) == [1, 2] and (measured.reps == 2).all()
+    assert list(measured.workers) == [2] and (measured.reps == 2).all()
     assert (measured.runtime_measured_s > 0).all() and (measured.tokens_per_s > 0).all()
     assert (df.tokens > 0).all() and df.accuracy.between(0, 1).all() and not df.accuracy.isna().any()
-    for w in (1, 2):
-        log = (tmp_path / "runs" / f"T0.8-tir-w{w}" / "log.jsonl").read_text()
-        assert log.count('"type": "repetition"') >= 4
+    log = (tmp_path / "runs" / "T0.8-tir-w2" / "log.jsonl").read_text()
+    assert log.count('"type": "repetition"') >= 4
     assert all((tmp_path / name).is_file() for name in PLOTS)
     assert not math.isnan(df.runtime_s.max())
 

@@ -1,0 +1,22 @@
+"""tests/cluster: one local Ray for the package's tests that run on a running one."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import pytest
+
+
+@pytest.fixture(scope="package")
+def local_ray() -> Iterator[int]:
+    """One local Ray (2 CPUs, no dashboard) for every test of this package that asks for it, stopped after the
+    package's last test: a start and stop cost about 5 s on 2 cores. ``--cluster local:N`` and ``RayConnection``
+    find it running and use it as it is (``solver.cluster.connect``); the command starting a Ray of its own runs as a
+    process in test_cluster_cli.py. Yields its CPU count."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
+    try:
+        yield 2
+    finally:
+        ray.shutdown()
