@@ -919,8 +919,9 @@ class Run:
 
 
 def plan_rows(problems: list[list[Replay]]) -> list[dict[str, Any]]:
-    """The plan as ``real_shape.py`` writes it (``solver.timing.fit`` reads it): per attempt its requests."""
-    return [{"problem": r.problem.id, "attempt": r.index, "answered": r.answered,
+    """The plan as ``real_shape.py`` writes it (``solver.timing.fit`` reads it): per attempt its requests, and the
+    answer it gives where it ends with one (its ballot: ``day_check.py`` plays the slice's stops in the simulator)."""
+    return [{"problem": r.problem.id, "attempt": r.index, "answered": r.answered, "answer": r.answer,
              "steps": [{"tokens": s.tokens, "call": s.call, "tool_s": round(s.tool_s, 4),
                         "prompt_tokens": s.prompt_tokens, "ending": len(s.ending), "appended": len(s.appended),
                         "recorded_tokens": s.recorded_tokens, "limit": s.limit} for s in r.steps]}

@@ -10,22 +10,34 @@ Inputs (the JSON the benchmarks write with ``--json``):
 - engine probes (``benchmarks/probes.py``): the prefill rate (median of the re-sent prompts' fills) and the
   prefix cache's size the engine reported.
 
+- a day slice (``benchmarks/day.py --json``: per problem the request timeline of the Kaggle path, times from the
+  solve's start, and the plan). The engine now and then decodes nothing for ~2 s (its KV usage frozen, nothing
+  waiting) while a request that was sent waits for its first token: a **hold** is such a wait, from the send to
+  the first token, of a request after an attempt's first whose first token came more than ``HOLD_S`` after it was
+  sent (overlapping ones merged). Decode is fitted as for a timeline, on the requests no hold overlaps, over every
+  problem of the slice (each request against the batch of its own problem); then step and context are divided by
+  1 − the holds' share of the slice's seconds, so the holds are paid as the run paid them, on average. Requests:
+  the median, over the requests after an attempt's first, of the seconds from the previous request's end to this
+  one's first token less its tool call and its uncached prefill (the loop's turn and the engine's admission) is
+  ``request_s``;
 - a day slice with a fault (``benchmarks/day.py --kill-engine-at``): the seconds the Kaggle supervisor took to
   replace the killed engine (the dead one closed, a new one started) are ``rebuild_s``.
 
 What the inputs cannot tell (the step time at other batch sizes, the cache's tokens per context token, the engine
-start) is kept from a base model, and every fitted number's source is rewritten. The check: the timeline's own
-plan (per attempt its requests, tool times and prompts) played on the fitted model (``engine_timeline``) against
-the seconds the run took.
+start) is kept from a base model, and every fitted number's source is rewritten. The checks: a real-shape
+timeline's own plan (per attempt its requests, tool times and prompts; ``--timeline`` and each ``--check`` file)
+played on the fitted model (``engine_timeline``) against the seconds the run took.
 
-    R=benchmarks/results; python -m solver.timing.fit --base h100-gptoss --timeline $R/h100_real-t-30k.json \\
-        --probes $R/h100_probes.json --probes $R/h100_probes-ret0.json --probes $R/h100_probes-ret1024.json \\
+The H100 model: prefill and cache from the probes, decode and requests from the day slice at full length (6
+problems x 8 real attempts through the Kaggle path, contexts to 47k), the rebuild from the fault; the real-shape
+timelines (``h100_real-t-30k.json``, ``-36k``) are its checks (``--check``):
+
+    R=benchmarks/results; python -m solver.timing.fit --base h100-gptoss --probes $R/h100_probes.json \\
+        --probes $R/h100_probes-ret0.json --probes $R/h100_probes-ret1024.json --day $R/h100_day-slice.json \\
+        --fault $R/h100_day-fault.json --check $R/h100_real-t-30k.json --check $R/h100_real-t-36k.json \\
         --out solver/timing/data/h100-gptoss.yaml
 
-A rebuild measured by a day slice's fault (a ``benchmarks/day.py --kill-engine-at`` run's ``--json``):
-
-    python -m solver.timing.fit --base h100-gptoss --fault benchmarks/results/h100_day-fault.json \
-        --out solver/timing/data/h100-gptoss.yaml
+(``benchmarks/day_check.py`` plays the day slice itself through the simulator's day.)
 
 The tiny CPU model, from three real-shape runs on this machine (1, 4 and 8 attempts of 3,000 tokens: ``python
 benchmarks/engine.py --workload real --attempts N --attempt-tokens 3000 --set engine.args.max_model_len=4096
@@ -57,12 +69,17 @@ MIN_TOKENS = 200  # requests shorter than this are dominated by their admission,
 GRID = 50  # points per request at which the batch it shared is read
 
 
+HOLD_S = 1.0  # seconds to a first token past which a request waited on a hold: the day slice's first tokens come
+# a median 0.1 s after the send, its holds 1.7-5.3 s after, and none between 0.9 and 1.6 s (h100_day-slice.json)
+
+
 @dataclass(frozen=True)
 class DecodeFit:
     sequences: int  # the batch the timeline mostly ran (rounded mean over the fitted requests)
     step_s: float  # seconds per step at that batch, no context
     context_s: float  # seconds per step per context token
     requests: int  # requests fitted
+    largest: int = 0  # the largest batch a fitted request averaged, rounded up (0: not known)
 
 
 def _contender(data: dict[str, Any], key: str | None) -> dict[str, Any]:
@@ -74,40 +91,144 @@ def _contender(data: dict[str, Any], key: str | None) -> dict[str, Any]:
     return contenders[0]
 
 
-def decode_fit(timeline: list[dict[str, Any]]) -> DecodeFit:
-    """Step time and context cost from a timeline (see the module docstring).
+def holds(timeline: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """The windows in which the engine held (see the module docstring): from the send to the first token of each
+    request after an attempt's first whose first token came more than ``HOLD_S`` after it was sent, overlapping
+    windows merged. An attempt's first request is left out (after an engine's start the first of them wait for
+    its warm-up, a start's cost).
 
-    >>> rows = [{"start": 0.0, "first_token": 0.0, "end": 0.01 * 400 + 1e-8 * 4 * 1000 * 400, "prompt_tokens": 1000,
-    ...          "cached_tokens": 0, "generated_tokens": 400}]
-    >>> fit = decode_fit(rows)  # one sequence: too little to part the two terms, the context term is 0
-    >>> fit.sequences, fit.requests
-    (1, 1)
+    >>> rows = [{"attempt": 0, "turn": 1, "start": 10.0, "first_token": 12.5},
+    ...         {"attempt": 1, "turn": 3, "start": 11.0, "first_token": 13.0},
+    ...         {"attempt": 2, "turn": 0, "start": 0.0, "first_token": 4.0},
+    ...         {"attempt": 3, "turn": 2, "start": 20.0, "first_token": 20.1}]
+    >>> holds(rows)
+    [(10.0, 13.0)]
     """
-    first = np.array([r["first_token"] for r in timeline], dtype=float)
+    waits = sorted((r["start"], r["first_token"]) for r in timeline
+                   if r["turn"] > 0 and r.get("first_token") is not None and r["first_token"] - r["start"] > HOLD_S)
+    merged: list[tuple[float, float]] = []
+    for start, end in waits:
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def decode_samples(timeline: list[dict[str, Any]], held: list[tuple[float, float]] = ()) -> np.ndarray:
+    """Per request of ``MIN_TOKENS``+ tokens that no window of ``held`` overlaps: its seconds per token, and the
+    sequences decoding and the context they held meanwhile (averaged over its life), and its tokens; one row each.
+
+    >>> rows = [{"first_token": 0.0, "end": 4.0, "prompt_tokens": 1000, "generated_tokens": 400},
+    ...         {"first_token": 1.0, "end": 3.0, "prompt_tokens": 500, "generated_tokens": 300}]
+    >>> decode_samples(rows).round(3).tolist()  # the first shares half its life with the second
+    [[0.01, 1.5, 1521.0, 400.0], [0.007, 2.0, 1845.0, 300.0]]
+    >>> len(decode_samples(rows, [(3.5, 3.6)]))  # a hold inside the first one's decode: left out
+    1
+    """
     end = np.array([r["end"] for r in timeline], dtype=float)
+    # a request cancelled before its first token decoded nothing: it starts at its end
+    first = np.array([r["end"] if r["first_token"] is None else r["first_token"] for r in timeline], dtype=float)
     prompt = np.array([r["prompt_tokens"] for r in timeline], dtype=float)
     made = np.array([r["generated_tokens"] for r in timeline], dtype=float)
-    fitted = np.flatnonzero((made >= MIN_TOKENS) & (end > first))
-    if not len(fitted):
-        raise ConfigError(f"the timeline has no request of {MIN_TOKENS}+ tokens to fit decode on")
+    fitted = [i for i in np.flatnonzero((made >= MIN_TOKENS) & (end > first))
+              if not any(a < end[i] and b > first[i] for a, b in held)]
     span = np.where(end > first, end - first, np.inf)
-    batches, contexts = [], []
+    out = []
     for i in fitted:
         t = np.linspace(first[i], end[i], GRID, endpoint=False)[:, None]
         active = (first[None, :] <= t) & (t < end[None, :])
         done = np.clip((t - first[None, :]) / span[None, :], 0, 1)
-        batches.append(active.sum(axis=1).mean())
-        contexts.append((active * (prompt[None, :] + done * made[None, :])).sum(axis=1).mean())
-    per_token = (end[fitted] - first[fitted]) / made[fitted]
-    weight = np.sqrt(made[fitted])
-    context = np.array(contexts)
-    step, context_s = float(np.average(per_token, weights=made[fitted])), 0.0
-    if np.ptp(context) > 0 and len(fitted) > 2:
-        design = np.c_[np.ones(len(fitted)), context]
+        out.append(((end[i] - first[i]) / made[i], active.sum(axis=1).mean(),
+                    np.where(active, prompt[None, :] + done * made[None, :], 0.0).sum(axis=1).mean(), made[i]))
+    return np.array(out, dtype=float).reshape(-1, 4)
+
+
+def decode_fit(timeline: list[dict[str, Any]], samples: np.ndarray | None = None) -> DecodeFit:
+    """Step time and context cost from a timeline (see the module docstring), or from ``samples`` already taken
+    (``decode_samples``, e.g. of several problems' timelines).
+
+    >>> rows = [{"start": 0.0, "first_token": 0.0, "end": 0.01 * 400 + 1e-8 * 4 * 1000 * 400, "prompt_tokens": 1000,
+    ...          "cached_tokens": 0, "generated_tokens": 400}]
+    >>> fit = decode_fit(rows)  # one sequence: too little to part the two terms, the context term is 0
+    >>> fit.sequences, fit.requests, fit.largest
+    (1, 1, 1)
+    """
+    samples = decode_samples(timeline) if samples is None else samples
+    if not len(samples):
+        raise ConfigError(f"the timeline has no request of {MIN_TOKENS}+ tokens to fit decode on")
+    per_token, batches, context, made = samples.T
+    weight = np.sqrt(made)
+    step, context_s = float(np.average(per_token, weights=made)), 0.0
+    if np.ptp(context) > 0 and len(samples) > 2:
+        design = np.c_[np.ones(len(samples)), context]
         (both, slope), *_ = np.linalg.lstsq(design * weight[:, None], per_token * weight, rcond=None)
         if slope > 0:  # a context that makes steps faster is noise: then the plain mean, no context term
             step, context_s = float(both), float(slope)
-    return DecodeFit(max(1, int(round(float(np.mean(batches))))), step, context_s, len(fitted))
+    return DecodeFit(max(1, int(round(float(np.mean(batches))))), step, context_s, len(samples),
+                     int(np.ceil(float(batches.max()) - 1e-9)))
+
+
+@dataclass(frozen=True)
+class DayFit:
+    """What a day slice measures of the engine (see the module docstring)."""
+
+    decode: DecodeFit  # on the requests no hold overlapped
+    holds: int  # hold windows over the slice
+    hold_s: float  # their seconds
+    seconds: float  # the problems' seconds
+    request_s: float  # the median turn latency
+    turns: int  # requests it was the median of
+    longest: int = 0  # the longest context a request reached, tokens
+
+    @property
+    def hold_share(self) -> float:
+        return self.hold_s / self.seconds if self.seconds > 0 else 0.0
+
+
+def turn_latencies(timeline: list[dict[str, Any]], tools: dict[tuple[str, int, int], float],
+                   prefill_tokens_per_s: float) -> list[float]:
+    """Per request after an attempt's first: seconds from the previous request's end to its first token, less the
+    previous request's tool call (``tools`` by problem, attempt, turn) and its own uncached prefill.
+
+    >>> rows = [{"problem": "p", "attempt": 0, "turn": 0, "start": 0.0, "first_token": 0.1, "end": 2.0,
+    ...          "prompt_tokens": 100, "cached_tokens": 0},
+    ...         {"problem": "p", "attempt": 0, "turn": 1, "start": 2.52, "first_token": 2.7, "end": 3.0,
+    ...          "prompt_tokens": 300, "cached_tokens": 200}]
+    >>> [round(x, 6) for x in turn_latencies(rows, {("p", 0, 0): 0.5}, 1000.0)]
+    [0.1]
+    """
+    by: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for r in timeline:
+        by.setdefault((r.get("problem", ""), r["attempt"]), []).append(r)
+    out = []
+    for (problem, attempt), rows in by.items():
+        rows.sort(key=lambda r: r["turn"])
+        for before, r in zip(rows, rows[1:]):
+            if r.get("first_token") is None:
+                continue
+            uncached = r["prompt_tokens"] - (r.get("cached_tokens") or 0)
+            out.append(r["first_token"] - before["end"] - tools.get((problem, attempt, before["turn"]), 0.0)
+                       - uncached / prefill_tokens_per_s)
+    return out
+
+
+def day_fit(day: dict[str, Any], prefill_tokens_per_s: float) -> DayFit:
+    """Decode, holds and the turn latency of a day slice's problems (``benchmarks/day.py --json``)."""
+    problems = [p for p in day.get("problems", []) if p.get("timeline")]
+    if not problems:
+        raise ConfigError("the day file holds no problem with a timeline")
+    tools = {(row["problem"], row["attempt"], k): float(step.get("tool_s") or 0.0) if step.get("call") else 0.0
+             for row in day.get("plan", []) for k, step in enumerate(row["steps"])}
+    windows = [holds(p["timeline"]) for p in problems]
+    samples = np.vstack([decode_samples(p["timeline"], w) for p, w in zip(problems, windows)])
+    latencies = [x for p in problems for x in turn_latencies(p["timeline"], tools, prefill_tokens_per_s)]
+    if not latencies:
+        raise ConfigError("the day file holds no request after an attempt's first")
+    return DayFit(decode_fit([], samples), sum(map(len, windows)), sum(b - a for w in windows for a, b in w),
+                  sum(float(p["seconds"]) for p in problems), round(max(0.0, float(np.median(latencies))), 6),
+                  len(latencies),
+                  max(r["prompt_tokens"] + r["generated_tokens"] for p in problems for r in p["timeline"]))
 
 
 def request_latency(timeline: list[dict[str, Any]], prefill_tokens_per_s: float) -> float:
@@ -159,18 +280,43 @@ def rebuild_seconds(day: dict[str, Any]) -> float:
     return float(rebuild["rebuild_s"])
 
 
+def with_step(model: EngineTimeModel, decode: DecodeFit, step_s: float,
+              sources: dict[str, str]) -> EngineTimeModel:
+    """``model`` with ``step_s`` at the fitted batch: a point between it and the largest batch the fit saw is the
+    fit's own and goes, and so does a neighbour the fit contradicts (the points keep rising: dropped, not bent);
+    the sources of points gone go with them.
+
+    >>> m = EngineTimeModel("m", ((1, 0.005), (4, 0.006), (8, 0.0062), (64, 0.0085)))
+    >>> sources = {"step_s.8": "old"}
+    >>> with_step(m, DecodeFit(7, 0.0056, 0.0, 10, 8), 0.0056, sources).step_s, sources
+    (((1, 0.005), (7, 0.0056), (64, 0.0085)), {})
+    """
+    seq = decode.sequences
+    points = dict(model.step_s)
+    points[seq] = round(step_s, 7)
+    kept = {b: s for b, s in points.items()
+            if b == seq or (b < seq and s <= points[seq]) or (seq < b and b > decode.largest and s >= points[seq])}
+    for b in set(points) - set(kept):
+        sources.pop(f"step_s.{b}", None)
+    return replace(model, step_s=tuple(sorted(kept.items())))
+
+
 def fit(base: EngineTimeModel, timeline_data: dict[str, Any] | None = None, probes: list[dict[str, Any]] = (),
-        contender: str | None = None, name: str | None = None,
-        fault: dict[str, Any] | None = None) -> EngineTimeModel:
+        contender: str | None = None, name: str | None = None, fault: dict[str, Any] | None = None,
+        day: dict[str, Any] | None = None) -> EngineTimeModel:
     """``base`` with what the given files measure fitted again (see the module docstring); the cache size is the
-    first probes file's, the rebuild the ``fault`` day file's."""
+    first probes file's, the rebuild the ``fault`` day file's; a ``day`` slice's decode and requests last."""
     model, sources = base, dict(base.sources)
     if fault is not None:
         rebuild = fault["fault"]["rebuild"] if isinstance(fault.get("fault"), dict) else {}
         model = replace(model, rebuild_s=round(rebuild_seconds(fault), 1))
+        call = next((c for c in fault.get("calls", []) if c.get("call") == fault["fault"].get("call")), {})
+        opens = [e["seconds"] for e in call.get("engine", []) if e.get("what") == "open"]
+        warm = f" (the compile cache warm from the call's first start, {opens[0]:.1f} s)" if len(opens) > 1 else ""
         sources["rebuild_s"] = (f"the engine core killed {fault['fault'].get('at_s')} s into problem "
-                                f"{fault['fault'].get('problem')}, the Kaggle supervisor's rebuild at the next problem: "
-                                f"close {rebuild.get('close_s')} s + start {rebuild.get('open_s')} s, {fault['_file']}")
+                                f"{fault['fault'].get('problem')}, the Kaggle supervisor's rebuild at the next "
+                                f"problem: close {rebuild.get('close_s')} s + start {rebuild.get('open_s')} s{warm}, "
+                                f"{fault['_file']}")
     rates = [float(r["prefill_tps"]) for p in probes for r in p.get("resent", []) if r.get("prefill_tps")]
     if rates:
         model = replace(model, prefill_tokens_per_s=float(round(float(np.median(rates)))))
@@ -184,13 +330,7 @@ def fit(base: EngineTimeModel, timeline_data: dict[str, Any] | None = None, prob
         chosen = _contender(timeline_data, contender)
         rows = chosen["timeline"]
         decode = decode_fit(rows)
-        points = dict(model.step_s)
-        points[decode.sequences] = round(decode.step_s, 7)
-        # keep the points rising: a neighbour the fit contradicts is dropped, not bent
-        kept = {b: s for b, s in points.items()
-                if b == decode.sequences or (b < decode.sequences and s <= points[decode.sequences])
-                or (b > decode.sequences and s >= points[decode.sequences])}
-        model = replace(model, step_s=tuple(sorted(kept.items())), context_s=float(f"{decode.context_s:.4g}"),
+        model = replace(with_step(model, decode, decode.step_s, sources), context_s=float(f"{decode.context_s:.4g}"),
                         request_s=request_latency(rows, model.prefill_tokens_per_s))
         where = f"{timeline_data['_file']} contender {chosen.get('key')}"
         sources[f"step_s.{decode.sequences}"] = (f"least squares over {decode.requests} requests of "
@@ -198,6 +338,22 @@ def fit(base: EngineTimeModel, timeline_data: dict[str, Any] | None = None, prob
         sources["context_s"] = f"the same fit's context term, {where}"
         sources["request_s"] = (f"median latency to the first token less the uncached prefill, {len(rows)} "
                                 f"requests, {where}")
+    if day is not None:
+        found = day_fit(day, model.prefill_tokens_per_s)
+        decode, scale = found.decode, 1.0 / (1.0 - found.hold_share)
+        model = replace(with_step(model, decode, decode.step_s * scale, sources),
+                        context_s=float(f"{decode.context_s * scale:.4g}"), request_s=found.request_s)
+        held = (f"times {scale:.4f} for the engine's holds ({found.holds} waits of over {HOLD_S:g} s for a first "
+                f"token, the engine decoding nothing: {found.hold_s:.1f} s of the problems' {found.seconds:.1f} s, "
+                f"{found.hold_share:.1%})")
+        sources[f"step_s.{decode.sequences}"] = (
+            f"least squares over {decode.requests} requests of {MIN_TOKENS}+ tokens that no hold overlapped (mean "
+            f"batch {decode.sequences}, contexts to {found.longest:,} tokens), {1000 * decode.step_s:.3f} ms, {held}, "
+            f"{day['_file']}")
+        sources["context_s"] = f"the same fit's context term, {decode.context_s:.4g} s, {held}, {day['_file']}"
+        sources["request_s"] = (f"median over {found.turns} requests after an attempt's first of the seconds from "
+                                f"the previous request's end to the first token, less the tool call and the uncached "
+                                f"prefill (the loop's turn and the engine's admission), {day['_file']}")
     return replace(model, name=name or model.name, sources=sources)
 
 
@@ -221,6 +377,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="probes.py --json output (repeat for several)")
     parser.add_argument("--fault", type=Path, default=None, help="benchmarks/day.py --json output of a run with "
                         "--kill-engine-at: its rebuild's seconds become rebuild_s")
+    parser.add_argument("--day", type=Path, default=None, help="benchmarks/day.py --json output (a day slice): its "
+                        "decode, holds and turn latency become step_s at its batch, context_s and request_s")
+    parser.add_argument("--check", type=Path, action="append", default=[], help="a real-shape timeline whose plan "
+                        "the fitted model plays, against its measured seconds (repeat for several)")
     parser.add_argument("--name", default=None, help="the fitted model's name (default: the base's)")
     parser.add_argument("--out", type=Path, help="write the model here (default: print it)")
     args = parser.parse_args(argv)
@@ -231,13 +391,23 @@ def main(argv: list[str] | None = None) -> int:
         fault = _read(args.fault) if args.fault else None
         if fault is not None:
             rebuild_seconds(fault)  # a file without a rebuild fails here, in one line
-        model = fit(base, timeline, probes, args.contender, args.name, fault)
+        day = _read(args.day) if args.day else None
+        model = fit(base, timeline, probes, args.contender, args.name, fault, day)
         text = dump(model)
-        if timeline is not None and timeline.get("plan"):
-            measured = float(_contender(timeline, args.contender)["seconds"])
-            predicted = predicted_seconds(timeline, model)
-            print(f"check: the plan of {args.timeline.name} on the fitted model: {predicted:.1f} s predicted, "
+        checks = ([(args.timeline, timeline, args.contender)] if timeline is not None and timeline.get("plan") else [])
+        checks += [(path, _read(path), None) for path in args.check]
+        for path, data, key in checks:
+            measured = float(_contender(data, key)["seconds"])
+            predicted = predicted_seconds(data, model)
+            print(f"check: the plan of {path.name} on the fitted model: {predicted:.1f} s predicted, "
                   f"{measured:.1f} s measured ({predicted / measured - 1:+.1%})", file=sys.stderr)
+        if day is not None:
+            found = day_fit(day, model.prefill_tokens_per_s)
+            print(f"day: {found.decode.requests} requests fitted at batch {found.decode.sequences}, "
+                  f"{1000 * found.decode.step_s:.3f} ms + {found.decode.context_s:.3g} s per context token; "
+                  f"{found.holds} holds, {found.hold_s:.1f} s of {found.seconds:.1f} s ({found.hold_share:.1%}); "
+                  f"turn latency {found.request_s:.3f} s (median of {found.turns}); benchmarks/day_check.py plays "
+                  f"{args.day.name} through the simulator", file=sys.stderr)
     except ConfigError as exc:
         print(f"fit: error: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,294 @@
+"""The simulator held to a day slice: ``benchmarks/day.py``'s JSON played through the simulator's own day.
+
+    python benchmarks/day_check.py benchmarks/results/h100_day-slice.json [--time-model NAME] [--json OUT]
+    python benchmarks/day_check.py FILE --add-answers EXTRACT    # once, for a file day.py wrote without answers
+
+The slice's own plan is what the simulator plays: each attempt as the run replayed it (per request its prompt, the
+tokens it decoded and the tool seconds carried with the extract; the answer it ends with, none where a limit ended
+it) becomes a recorded repetition, the simulator prepares them as it prepares any run (``prepare``: the config's
+limits, each attempt's ballot) and plays the problems in the run's order in one simulated day
+(``simulated_run``, which is ``simulated_day`` on fixed draws): the run's config (the preset with its overrides,
+K attempts at once), its budget and rules, every attempt in the order the run launched them, the engine time
+model. The day's clock starts where the run's first solve started (the process's and the engine's start, as the
+run's clock had them), so each problem's slot comes from the budget's formula as the run's did; later calls'
+engine starts stood outside the run's day, as they stand outside the simulated one.
+
+Per problem: measured against simulated seconds (the measured being the solve, the predictor's call less any
+engine start inside it), the stop reason, attempts finished and launched, the answer, the seconds allotted, and
+where the measured time went beyond the engine's steady work: the engine's holds (``solver.timing.fit.holds``:
+~2 s waits for a first token with the engine decoding nothing) and the wait for the problem's first tokens (after
+an engine start, its warm-up). Then the slice's total. The targets (issue 36): each problem within 10 %, the
+total within 3 %, the same stops; exit 0 when all are met, 1 when one is not. A problem whose engine was killed
+(``day.py --kill-engine-at``) is shown, not compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+PROBLEM_TARGET = 0.10  # each problem's measured seconds within this of the simulated (issue 36)
+TOTAL_TARGET = 0.03  # the slice's total
+
+
+class BadInput(ValueError):
+    """A file the check cannot use; one line, exit 2."""
+
+
+# ---- the pure core -------------------------------------------------------------------------------------------
+
+
+def repetition(row: dict[str, Any]) -> Any:
+    """One attempt of the plan (``day.py``'s ``plan_rows``) as a recorded repetition: a turn per request (its
+    prompt and decoded tokens, the carried tool seconds after a call), its answer where it ends with one (status
+    ``done``), else none (``length``: a limit ended it).
+
+    >>> rep = repetition({"problem": "p", "attempt": 3, "answered": True, "answer": "42",
+    ...                   "steps": [{"tokens": 50, "call": True, "tool_s": 0.4, "prompt_tokens": 100},
+    ...                             {"tokens": 20, "call": False, "tool_s": 0.0, "prompt_tokens": 180}]})
+    >>> rep.index, rep.status, [a.value for a in rep.answers], [t.execution is not None for t in rep.turns]
+    (3, 'done', ['42'], [True, False])
+    """
+    from solver.types import Answer, Execution, Repetition, Turn
+
+    if row["answered"] and row.get("answer") is None:
+        raise BadInput(f"the plan gives no answer for {row['problem']} attempt {row['attempt']}: a file written "
+                       "before day.py kept them (--add-answers EXTRACT)")
+    steps = row["steps"]
+    turns = tuple(Turn("", int(s["prompt_tokens"]), int(s["tokens"]),
+                       "length" if s.get("limit") else "stop", 0.0,
+                       Execution("", "ok", "", "", float(s["tool_s"])) if s["call"] else None) for s in steps)
+    answers = (Answer(str(row["answer"]), str(row["answer"]), "boxed"),) if row["answered"] else ()
+    return Repetition(row["problem"], int(row["attempt"]), 0, "done" if row["answered"] else "length", turns,
+                      answers, 0.0, 0.0)
+
+
+def slice_config(day: dict[str, Any]) -> Any:
+    """The run's config as ``day.py``'s ``day_config`` made it: the preset with the run's overrides, K attempts at
+    once, the rules it names, and the slice's budget as the JSON keeps it."""
+    from solver.config import load_config, parse_overrides
+
+    ident = day["identity"]
+    config = load_config(ident["preset"]).replace(parse_overrides(ident.get("overrides") or []))
+    fixed: dict[str, Any] = {"solve.reps": ident["attempts"], "solve.workers": ident["attempts"],
+                             **{f"budget.{k}": v for k, v in day["budget"].items()}}
+    if ident["rules"] == "none":
+        fixed["stop.stoppers"] = []
+    return config.replace(fixed)
+
+
+def first_solve_s(day: dict[str, Any]) -> float:
+    """The day's clock when the run's first solve started: its first problem's start and the engine's start
+    inside that call.
+
+    >>> first_solve_s({"problems": [{"day_start_s": 24.2, "engine_s": 153.1}]})
+    177.3
+    """
+    first = day["problems"][0]
+    return round(first["day_start_s"] + first["engine_s"], 3)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One problem, measured (``m``) and simulated (``s``)."""
+
+    id: str
+    call: int
+    measured_s: float
+    simulated_s: float
+    allotted_m: float | None
+    allotted_s: float | None
+    stop_m: str
+    stop_s: str
+    finished_m: int
+    finished_s: int
+    launched_m: int
+    launched_s: int
+    answer_m: str
+    answer_s: str
+    holds: int  # the engine's holds in the measured run
+    hold_s: float
+    first_wait_s: float  # the measured wait for the problem's first tokens (every attempt's first request)
+    killed: bool = False  # the engine was killed in it: shown, not compared
+
+    @property
+    def gap(self) -> float:
+        """Measured over simulated seconds, minus 1."""
+        return self.measured_s / self.simulated_s - 1 if self.simulated_s > 0 else 0.0
+
+    @property
+    def same_stop(self) -> bool:
+        return (self.stop_m, self.answer_m, self.finished_m, self.launched_m) == \
+            (self.stop_s, self.answer_s, self.finished_s, self.launched_s)
+
+
+def measured_stop(problem: dict[str, Any]) -> tuple[str, int, int, str]:
+    """The run's stop reason, attempts finished (ended on their own) and launched, and answer.
+
+    >>> measured_stop({"stopped_by": "agree:4", "statuses": {"done": 5, "cancelled": 3}, "answer": 7})
+    ('agree:4', 5, 8, '7')
+    """
+    statuses = problem["statuses"]
+    launched = sum(statuses.values())
+    return problem["stopped_by"], launched - statuses.get("cancelled", 0), launched, str(problem["answer"])
+
+
+def verdict(rows: list[Row]) -> tuple[bool, list[str]]:
+    """Whether the targets are met, and a line per target.
+
+    >>> r = Row("p", 1, 110.0, 100.0, None, None, "agree:4", "agree:4", 4, 4, 8, 8, "1", "1", 0, 0.0, 0.1)
+    >>> verdict([r])
+    (False, ['problems within 10 %: 1/1 (worst +10.0 %)', 'total within 3 %: no (+10.0 %)', 'same stops: 1/1'])
+    """
+    compared = [r for r in rows if not r.killed]
+    within = [abs(r.gap) <= PROBLEM_TARGET + 1e-9 for r in compared]
+    worst = max(compared, key=lambda r: abs(r.gap))
+    measured, simulated = sum(r.measured_s for r in compared), sum(r.simulated_s for r in compared)
+    total = measured / simulated - 1
+    same = sum(r.same_stop for r in compared)
+    ok = all(within) and abs(total) <= TOTAL_TARGET and same == len(compared)
+    lines = [f"problems within {PROBLEM_TARGET:.0%}: {sum(within)}/{len(compared)} (worst {worst.gap:+.1%})",
+             f"total within {TOTAL_TARGET:.0%}: {'yes' if abs(total) <= TOTAL_TARGET else 'no'} ({total:+.1%})",
+             f"same stops: {same}/{len(compared)}"]
+    return ok, [line.replace("%", " %") for line in lines]
+
+
+def table(rows: list[Row]) -> list[str]:
+    """The check as markdown table lines, and the total."""
+    lines = ["| problem | call | measured s | simulated s | gap | allotted s (run / sim) | stop (run / sim) | "
+             "finished | launched | answer | holds | first tokens s |",
+             "|---|---:|---:|---:|---:|---|---|---|---|---|---|---:|"]
+
+    def allot(x: float | None) -> str:
+        return "-" if x is None else f"{x:.0f}"
+
+    for r in rows:
+        gap = "killed" if r.killed else f"{r.gap:+.1%}".replace("%", " %")
+        lines.append(f"| {r.id} | {r.call} | {r.measured_s:.1f} | {r.simulated_s:.1f} | {gap} | "
+                     f"{allot(r.allotted_m)} / {allot(r.allotted_s)} | {r.stop_m} / {r.stop_s} | "
+                     f"{r.finished_m} / {r.finished_s} | {r.launched_m} / {r.launched_s} | {r.answer_m} / "
+                     f"{r.answer_s} | {r.holds} ({r.hold_s:.1f} s) | {r.first_wait_s:.1f} |")
+    compared = [r for r in rows if not r.killed]
+    measured, simulated = sum(r.measured_s for r in compared), sum(r.simulated_s for r in compared)
+    lines.append(f"| total | | {measured:.1f} | {simulated:.1f} | {measured / simulated - 1:+.1%} | | | | | | "
+                 f"{sum(r.holds for r in compared)} ({sum(r.hold_s for r in compared):.1f} s) | |"
+                 .replace("%", " %"))
+    return lines
+
+
+# ---- the simulator's day ---------------------------------------------------------------------------------------
+
+
+def compare(day: dict[str, Any], model: Any) -> list[Row]:
+    """Every problem of ``day`` (a ``day.py`` JSON) measured against the simulator's day of the same plan."""
+    from dataclasses import replace
+
+    from solver.offline.sim import ProblemPool, prepare, simulated_run
+    from solver.timing.fit import holds
+    from solver.types import Problem
+
+    problems = day["problems"]
+    if not problems:
+        raise BadInput("the day file holds no finished problem")
+    config = slice_config(day)
+    rows_of: dict[str, list[dict[str, Any]]] = {}
+    for row in day["plan"]:
+        rows_of.setdefault(row["problem"], []).append(row)
+    pools = [ProblemPool(Problem(p["id"], ""), tuple(repetition(r) for r in rows_of[p["id"]])) for p in problems]
+    prepared = prepare(pools, [config.vote.voter], config, None)
+    for prep, pool in zip(prepared, pools):  # the simulator's limits must keep what the run played
+        played = tuple(tuple(s["tokens"] for s in r["steps"]) for r in rows_of[pool.problem.id])
+        if tuple(plan.tokens for plan in prep.plans) != played:
+            raise BadInput(f"{pool.problem.id}: the config's limits cut the plan otherwise than the run did")
+    draws = {p["id"]: list(range(len(rows_of[p["id"]]))) for p in problems}  # the run launched them in order
+    simulated = simulated_run(prepared, config, replace(model, start_s=first_solve_s(day)), draws)
+    killed = (day.get("fault") or {}).get("problem")
+    out = []
+    for p, slot in zip(problems, simulated.problems):
+        stop, finished, launched, answer = measured_stop(p)
+        s = slot.played
+        windows = holds(p["timeline"])
+        first_tokens = [r["first_token"] for r in p["timeline"] if r["turn"] == 0 and r["first_token"] is not None]
+        out.append(Row(p["id"], p["call"], p["seconds"], round(s.seconds, 3), p["allotted_s"], slot.allotted_s, stop,
+                       s.stopped_by, finished, s.finished, launched, s.launched, answer, s.answer, len(windows),
+                       round(sum(b - a for a, b in windows), 3), round(max(first_tokens, default=0.0), 3),
+                       p["id"] == killed))
+    return out
+
+
+# ---- answers for an older file -------------------------------------------------------------------------------
+
+
+def add_answers(path: Path, extract: Path) -> int:
+    """Write into ``path``'s plan each attempt's answer, taken from the extract it was run from (its sha256
+    checked against the run's identity; the plan made again from it must equal the stored one but for the
+    answers). The attempts given an answer."""
+    import hashlib
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import day as day_py
+
+    from solver.files import atomic_write
+
+    data = json.loads(path.read_text())
+    ident = data["identity"]
+    digest = hashlib.sha256(extract.read_bytes()).hexdigest()[:16]
+    if digest != ident["attempts_sha256"]:
+        raise BadInput(f"{extract} is not the extract {path.name} was run from (sha256 {digest}, the run's "
+                       f"{ident['attempts_sha256']})")
+    argv = ["--attempts-file", str(extract), "--problem-ids", ",".join(ident["problems"]), "--attempts",
+            str(ident["attempts"]), "--preset", ident["preset"], "--estimate", "--tool-time", ident["tool_time"],
+            *(["--gpu"] if ident["gpu"] else []),
+            *(["--attempt-tokens", str(ident["attempt_tokens"])] if ident["attempt_tokens"] else []),
+            *[x for o in ident["overrides"] for x in ("--set", o)]]
+    args = day_py.parse(argv)
+    again = day_py.plan_rows(day_py.load_plan(args)[0])
+    stored = data["plan"]
+    if [{k: v for k, v in r.items() if k != "answer"} for r in again] != \
+            [{k: v for k, v in r.items() if k != "answer"} for r in stored]:
+        raise BadInput(f"the plan made again from {extract} differs from {path.name}'s")
+    for row, made in zip(stored, again):
+        row["answer"] = made["answer"]
+    atomic_write(path, json.dumps(data, indent=1))
+    return len(stored)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("day", type=Path, help="benchmarks/day.py --json output")
+    parser.add_argument("--time-model", default=None, help="a name or .yaml (default: the preset's)")
+    parser.add_argument("--json", type=Path, default=None, help="write the rows and the verdict here")
+    parser.add_argument("--add-answers", type=Path, default=None, metavar="EXTRACT",
+                        help="write each attempt's answer into the file's plan from the extract it was run from")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    from solver.config import ConfigError
+    from solver.timing.model import load_time_model
+
+    try:
+        if args.add_answers is not None:
+            print(f"{args.day}: {add_answers(args.day, args.add_answers)} attempts given their answers")
+            return 0
+        day = json.loads(args.day.read_text())
+        model = load_time_model(args.time_model or slice_config(day).engine.time_model or "h100-gptoss")
+        rows = compare(day, model)
+    except (BadInput, ConfigError, OSError, ValueError, KeyError) as exc:
+        print(f"day_check: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+    ok, lines = verdict(rows)
+    print(f"{args.day.name} on time model {model.name}, the simulator's day from {first_solve_s(day):.1f} s:")
+    print("\n".join(table(rows)))
+    print("; ".join(lines))
+    if args.json is not None:
+        args.json.write_text(json.dumps({"day": args.day.name, "time_model": model.name, "ok": ok, "verdict": lines,
+                                         "rows": [{**asdict(r), "gap": r.gap} for r in rows]}, indent=1))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
