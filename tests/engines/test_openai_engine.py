@@ -386,13 +386,16 @@ def openai_config(*endpoints: str, **overrides: object):
 
 
 def chat_request(engine: OpenAIServerEngine, max_tokens: int, seed: int, stop: tuple[str, ...] = (),
-                 text: str = "Count from one to fifty.", logprobs: int | None = None) -> GenerationRequest:
+                 text: str = "Count from one to fifty.", logprobs: int | None = None,
+                 ignore_eos: bool = False) -> GenerationRequest:
     assert engine.tokenizer is not None
     prompt = engine.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
                                                   add_generation_prompt=True)
     ids = tuple(engine.tokenizer.encode(prompt, add_special_tokens=False))
+    # ignore_eos (vLLM's own sampling field): a request that must still run when the client leaves cannot end
+    # early on the tiny model's end of text.
     return GenerationRequest("t", prompt, ids, max_tokens=max_tokens, temperature=0.8, top_p=1.0, seed=seed,
-                             stop=stop, logprobs=logprobs)
+                             stop=stop, logprobs=logprobs, extra={"ignore_eos": True} if ignore_eos else {})
 
 
 async def wait_running(engine: OpenAIServerEngine, url: str, want: float, within_s: float) -> float | None:
@@ -442,7 +445,7 @@ def test_real_server_stops_the_request_when_the_client_leaves(served):
         engine = await open_openai_engine(openai_config(served))
         try:
             # Leaving by aclose (an early stop): the server's own running count drops back to 0.
-            stream = engine.stream(chat_request(engine, 1500, 3))
+            stream = engine.stream(chat_request(engine, 1500, 3, ignore_eos=True))
             for _ in range(3):
                 await stream.__anext__()
             assert await wait_running(engine, served, 1.0, 5.0) == 1.0
@@ -452,7 +455,8 @@ def test_real_server_stops_the_request_when_the_client_leaves(served):
 
             # Leaving by task cancellation (the deadline): the same.
             async def consume() -> None:
-                async with contextlib.aclosing(engine.stream(chat_request(engine, 1500, 4))) as deltas:
+                request = chat_request(engine, 1500, 4, ignore_eos=True)
+                async with contextlib.aclosing(engine.stream(request)) as deltas:
                     async for _ in deltas:
                         pass
 

@@ -67,18 +67,20 @@ def finishes(pools, config, model) -> dict[str, list[float]]:
 
 
 def a_cutting_budget(pools, config, model) -> float:
-    """A max_s that cuts at least one problem and falls farthest from any finish of the problems it cuts (so a few
-    per cent of replay overhead cannot move a cut across a finish)."""
+    """A max_s that cuts at least one problem, not all, and whose deadlines fall farthest from any repetition's finish, of
+    every problem (so a few per cent of replay overhead cannot move a deadline across a finish: not in a problem it
+    cuts, and not in one that a rule stops at a finish just inside its deadline)."""
     ends = finishes(pools, config, model)
     best, clearance = None, -1.0
     for cap in np.linspace(5.0, max(max(e) for e in ends.values()), 400):
         trial = config.replace({"budget.max_s": float(cap), "budget.total_s": 10 * float(cap)})
         day = simulated_run(prepare(pools, [trial.vote.voter], trial, None), trial, model,
                             {p.problem.id: [0, 1, 2] for p in pools})
-        cut = [(p.problem.id, s.allotted_s) for p, s in zip(pools, day.problems) if s.played.stopped_by == "deadline"]
-        if not cut:
+        stops = [s.played.stopped_by == "deadline" for s in day.problems]
+        if not any(stops) or all(stops):  # one problem cut at least, one stopped by a rule at least
             continue
-        margin = min(min(abs(allotted - t) / allotted for t in ends[pid]) for pid, allotted in cut)
+        margin = min(min(abs(s.allotted_s - t) / s.allotted_s for t in ends[p.problem.id])
+                     for p, s in zip(pools, day.problems))
         if margin > clearance:
             best, clearance = float(cap), margin
     assert best is not None and clearance > 0.15, clearance
