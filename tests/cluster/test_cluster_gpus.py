@@ -1,5 +1,5 @@
-"""Two engine actors on two GPUs, on this CPU machine: a local Ray told it has 2 GPUs (``num_gpus=2``; Ray hands out
-GPU ids without looking for cards), the replay engine in each actor. Each actor gets one GPU of its own through
+"""Two engine actors on two GPUs, on this CPU machine: the package's local Ray (``local_ray``), told it has 2 GPUs
+(``num_gpus=2``; Ray hands out GPU ids without looking for cards), the replay engine in each actor. Each actor gets one GPU of its own through
 CUDA_VISIBLE_DEVICES (the variable its engine's processes inherit), its own vLLM cache folder, and the driver's
 NCCL settings even when they were set after Ray started (a joined cluster's workers never saw the driver's shell)."""
 
@@ -23,14 +23,7 @@ from solver.runlog import read_log
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "replay_run"
 
 
-@pytest.fixture
-def two_gpu_ray():
-    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
-def test_each_actor_sees_only_its_own_gpu_and_the_drivers_nccl_settings(two_gpu_ray, tmp_path, monkeypatch):
+def test_each_actor_sees_only_its_own_gpu_and_the_drivers_nccl_settings(local_ray, tmp_path, monkeypatch):
     # Set after Ray started: only the actor's own forwarding can bring them to its process.
     monkeypatch.setenv("NCCL_NVLS_ENABLE", "0")
     monkeypatch.setenv("NCCL_SOLVER_PROBE", "from-the-driver")
@@ -53,7 +46,7 @@ def test_each_actor_sees_only_its_own_gpu_and_the_drivers_nccl_settings(two_gpu_
     assert len(read_log(run_dir).results) == len(problems)
     actors = [json.loads(line) for line in (run_dir / "cluster.jsonl").read_text().splitlines()]
     actors = sorted((a for a in actors if a["event"] == "actor"), key=lambda a: a["name"])
-    assert [a["gpus"] for a in actors] == ["0", "1"]  # one GPU each, none shared
+    assert sorted(a["gpus"] for a in actors) == ["0", "1"]  # one GPU each, none shared (Ray picks which)
     assert [a["cache_root"] for a in actors] == [str(tmp_path / "vllm-cache" / "engine-0"),
                                                  str(tmp_path / "vllm-cache" / "engine-1")]
     for actor in actors:
