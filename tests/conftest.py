@@ -59,7 +59,7 @@ def engine_config(tiny_config):
 class SharedEngine:
     """The one real vLLM engine of a test session, on its own long-lived event loop.
 
-    A start costs about a minute on 2 cores, so tests asking for the same configuration share one engine across
+    A start costs about 45 s on 2 cores, so tests asking for the same configuration share one engine across
     modules; another configuration closes it and starts its own, and a test that does not ask for it closes it
     first (tests that start engines of their own, in process or as servers, then never run beside it: two engines
     on 2 cores would each get half the CPU and twice the memory)."""

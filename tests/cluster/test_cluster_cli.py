@@ -1,8 +1,8 @@
 """``solver solve --cluster``: bad cluster input is one line and exit 2 before anything starts; a driver killed
 with SIGKILL mid-run resumes with ``--resume`` on a new local Ray, keeping every logged repetition.
 
-The command runs as a process where it starts a local Ray of its own; input it refuses, and an actor that cannot
-start on the package's running Ray (``local_ray``), run in this process (``solver.cli.main``)."""
+The command runs as a process where it starts a local Ray of its own; input it refuses, a preset's budget dropped, and an
+actor that cannot start on the package's running Ray (``local_ray``), run in this process (``solver.cli.main``)."""
 
 from __future__ import annotations
 
@@ -38,14 +38,12 @@ def test_bad_cluster_input_is_one_line_and_writes_nothing(tmp_path, capsys, flag
     assert not out.exists()
 
 
-def test_a_presets_time_budget_is_dropped_on_a_cluster_and_said(tmp_path):
-    pytest.importorskip("ray")
+def test_a_presets_time_budget_is_dropped_on_a_cluster_and_said(tmp_path, capsys, local_ray):
     out = tmp_path / "run"
-    done = run_cli("solve", "--engine", "replay", "--from", str(FIXTURE), "--out", str(out), "--limit", "1",
-                   "--set", "budget.total_s=3600", "--set", "budget.cutoff_s=3500", "--set", "sandbox.workers=1",
-                   "--set", "engine.replay_time_scale=0", "--cluster", "local:1")
-    assert done.returncode == 0, done.stderr
-    assert "a time budget is for one engine" in done.stderr
+    assert main(["solve", "--engine", "replay", "--from", str(FIXTURE), "--out", str(out), "--limit", "1",
+                 "--set", "budget.total_s=3600", "--set", "budget.cutoff_s=3500", "--set", "sandbox.workers=1",
+                 "--set", "engine.replay_time_scale=0", "--cluster", "local:1"]) == 0
+    assert "a time budget is for one engine" in capsys.readouterr().err
     saved = (out / "config.yaml").read_text()
     assert "total_s: null" in saved and "cutoff_s: null" in saved
 

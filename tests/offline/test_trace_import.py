@@ -113,6 +113,7 @@ def test_replay_with_recorded_outputs_gives_each_call_its_recorded_output(import
         assert [r.status for r in replayed[pid][len(reps):]] == ["error"] * (2 - len(reps))
 
 
+@pytest.mark.slow  # ~7 s: the recorded code run again in the real sandbox (the fast tier reads it back only)
 def test_replay_with_the_real_sandbox_runs_the_recorded_code(imported: Path, tmp_path: Path):
     style = OutputStyle.from_config(load_config("h100-gptoss").prompt)
     recorded = read_log(imported).finished()
