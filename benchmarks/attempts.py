@@ -341,6 +341,28 @@ def read_tool_seconds(path: Path) -> list[tuple[float, ...] | None]:
     return out
 
 
+TOOL_TIME_MODES = ("auto", "carried", "measure")  # --tool-time's words; any other value is seconds per call
+
+
+def tool_time_seconds(value: str, error: type[Exception] = ValueError) -> float:
+    """``--tool-time``'s seconds per call, where it is not one of ``TOOL_TIME_MODES``; bad input raises ``error``.
+
+    >>> tool_time_seconds("0.5")
+    0.5
+    >>> tool_time_seconds("soon")
+    Traceback (most recent call last):
+    ...
+    ValueError: --tool-time: 'auto', 'carried', 'measure' or seconds, not 'soon'
+    """
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise error(f"--tool-time: 'auto', 'carried', 'measure' or seconds, not {value!r}") from None
+    if seconds < 0:
+        raise error("--tool-time must be >= 0 seconds")
+    return seconds
+
+
 def fixed_tool_times(problems: list[list[Replay]], seconds: float) -> dict[str, float]:
     """Every call runs ``seconds``; a follow-up (nothing ran in the recording) none."""
     return {key_of(r.problem.id, r.index, t): seconds if s.code is not None else 0.0

@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from attempts import Caps, PlanError, RecordedOutputs, Replay, ReplayEngine, Script, fixed_tool_times, plan
-from attempts import read_tool_seconds, with_tool_times
+from attempts import TOOL_TIME_MODES, read_tool_seconds, tool_time_seconds, with_tool_times
 from real_shape import DEFAULT_ATTEMPTS_FILE, preset_engine
 from timeline import Sampler, Timeline, TimedEngine, in_process_reader
 
@@ -511,13 +511,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
             raise BadInput(f"--{name.replace('_', '-')} must be >= 1")
     if args.safety < 1:
         raise BadInput("--safety must be >= 1")
-    if args.tool_time not in ("auto", "carried", "measure"):
-        try:
-            args.tool_s = float(args.tool_time)
-        except ValueError:
-            raise BadInput(f"--tool-time: 'auto', 'carried', 'measure' or seconds, not {args.tool_time!r}") from None
-        if args.tool_s < 0:
-            raise BadInput("--tool-time must be >= 0 seconds")
+    if args.tool_time not in TOOL_TIME_MODES:
+        args.tool_s = tool_time_seconds(args.tool_time, BadInput)
     if args.hard_stop is None and args.until is not None:
         args.hard_stop = args.until + HARD_GRACE_S
     if args.until is not None and args.hard_stop is not None and args.hard_stop < args.until:

@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from attempts import (Caps, PlanError, RecordedOutputs, Replay, ReplayEngine, Script, fixed_tool_times,
-                      measure_tool_times, plan, read_tool_seconds, with_tool_times)
+                      TOOL_TIME_MODES, measure_tool_times, plan, read_tool_seconds, tool_time_seconds,
+                      with_tool_times)
 from timeline import RequestRecord, Sampler, ServerMetrics, Timeline, TimedEngine, in_process_reader
 
 from solver.config import Config, ConfigError, from_dict, load_config
@@ -392,13 +393,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise BadInput(f"--{name.replace('_', '-')} must be >= 1")
-    if args.tool_time not in ("auto", "carried", "measure"):
-        try:
-            args.tool_s = float(args.tool_time)
-        except ValueError:
-            raise BadInput(f"--tool-time: 'auto', 'carried', 'measure' or seconds, not {args.tool_time!r}") from None
-        if args.tool_s < 0:
-            raise BadInput("--tool-time must be >= 0 seconds")
+    if args.tool_time not in TOOL_TIME_MODES:
+        args.tool_s = tool_time_seconds(args.tool_time, BadInput)
     if not args.attempts_file.is_file():
         raise BadInput(f"--attempts-file: no file {args.attempts_file}")
     if args.json is not None and not args.json.parent.is_dir():

@@ -32,7 +32,6 @@ from typing import Any
 from solver.config import AnswerConfig, Config, ConfigError
 from solver.core.answers import extract_answers
 from solver.dialects.base import Prompt, Reading, Stops, TurnOutput
-from solver.dialects.vocabulary import use_vocabulary
 from solver.dialects.output import OutputStyle, describe_execution
 from solver.dialects.prompts import PromptTemplate
 from solver.types import Answer, Execution, Problem, Tokenizer
@@ -46,6 +45,10 @@ WATCH_CHARS = 2000
 @functools.cache
 def load_encoding() -> Any:
     """The gpt-oss harmony encoding; ConfigError (one line) when its vocabulary cannot be had."""
+    # Imported here, not at the top: the package imports this module, and set-up runs the vocabulary module as
+    # ``python -m``, which must find it not yet imported.
+    from solver.dialects.vocabulary import use_vocabulary
+
     use_vocabulary()
     from openai_harmony import HarmonyEncodingName, HarmonyError, load_harmony_encoding
 
