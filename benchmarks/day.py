@@ -628,7 +628,7 @@ def time_model(args: argparse.Namespace, config: Config) -> Any:
 def estimate(args: argparse.Namespace, problems: list[list[Replay]], config: Config, model: Any) -> int:
     """The slice on the time model as the Kaggle path plays it: the engine's start first, each problem's deadline
     from the budget, the rules acting; then how it splits into calls of ``--until``."""
-    from solver.core.budget import BudgetManager
+    from solver.core.budget import BudgetManager, problem_slot
     from solver.core.clock import SimulatedClock
     from solver.kaggle import competition, competition_config
 
@@ -640,12 +640,11 @@ def estimate(args: argparse.Namespace, problems: list[list[Replay]], config: Con
     print(f"{'problem':<28}{'requests':>9}{'tokens':>9}{'tool s':>8}{'all s':>8}{'allot':>7}{'s':>8}  stopped by")
     seconds = []
     for replays in problems:
-        allot = budget.allot().seconds if args.rules == "kaggle" else None
-        budget.next_deadline()
-        played = predict(replays, config, model, allot)
-        full = predict(replays, config.replace({"stop.stoppers": []}), model, None)
-        clock.advance(played.seconds)
-        budget.finish_problem()
+        with problem_slot(budget) as slot:  # the budget loop the predictor and the simulator run
+            allot = slot.allotted_s if args.rules == "kaggle" else None
+            played = predict(replays, config, model, allot)
+            full = predict(replays, config.replace({"stop.stoppers": []}), model, None)
+            clock.advance(played.seconds)
         seconds.append(played.seconds)
         steps = [s for r in replays for s in r.steps]
         print(f"{replays[0].problem.id:<28}{len(steps):>9}{sum(s.tokens for s in steps):>9}"
