@@ -67,7 +67,8 @@ CLOSE_S = 20.0  # seconds a call keeps for its end: the engine's shutdown, the l
 HARD_GRACE_S = 30.0  # --hard-stop's default: --until plus this
 NO_DEADLINE_DAY_S = 18000.0  # rules stop/none: the slice gets a whole 5-hour day, so no deadline bites
 # Environment variables that change nothing measured, left out of a run's identity (the rest of VLLM_* is in it).
-QUIET_ENV = frozenset({"VLLM_CACHE_ROOT", "VLLM_LOGGING_LEVEL", "VLLM_CONFIGURE_LOGGING"})
+QUIET_ENV = frozenset({"VLLM_CACHE_ROOT", "VLLM_LOGGING_LEVEL", "VLLM_CONFIGURE_LOGGING",
+                       "VLLM_LOGGING_CONFIG_PATH"})
 
 
 class BadInput(ValueError):
@@ -278,6 +279,9 @@ class ProblemRecord:
     predicted_s: float | None  # what the time model said before it started
     timeline: list[dict[str, Any]] = field(default_factory=list)  # times from the solve's start
     series: list[list[float]] = field(default_factory=list)  # [t, running, waiting, kv] from the call's start
+    # the wall clock (epoch seconds) at the timeline's zero: lines it up with an engine log written with
+    # --log-engine (benchmarks/holds.py)
+    epoch_t0: float | None = None
 
     @property
     def tps(self) -> float:
@@ -311,6 +315,7 @@ class Recorder:
         self.timeline = Timeline()
         self.timed: list[TimedEngine] = []
         self.events: list[tuple[str, float, float]] = []  # (open | close | open-failed, perf_counter at end, seconds)
+        self.starts: list[dict[str, Any]] = []  # per engine start: its warm-up and compile cache (engine.warmup...)
         self.reps: list[Any] = []
         self.ready = False  # an engine is open and not known dead
         self.killed = False
@@ -372,6 +377,7 @@ class DaySession:
             await sandbox.close()
             self.recorder.opened(None, time.perf_counter() - t0)
             raise
+        self.recorder.starts.append(start_notes(engine, time.perf_counter() - t0))
         timed = TimedEngine(engine, self.recorder.timeline)
         self.engine = ReplayEngine(timed, self.problems, self.script)
         self.sandbox = RecordedOutputs(sandbox, self.problems, OutputStyle.from_config(self.config.prompt),
@@ -388,6 +394,17 @@ class DaySession:
         finally:
             await self.sandbox.close()
             self.recorder.closed(time.perf_counter() - t0)
+
+
+def start_notes(engine: Any, seconds: float) -> dict[str, Any]:
+    """An engine start as the call's record keeps it: its seconds (warm-up included), the warm-up's shapes and
+    seconds, and what became of the compile cache."""
+    warmup, cache = getattr(engine, "warmup", None), getattr(engine, "compile_cache", None)
+    return {"seconds": round(seconds, 3), "epoch_end": round(time.time(), 3),
+            "warmup": None if warmup is None else {"shapes": len(warmup.shapes), "tokens": warmup.tokens,
+                                                   "seconds": warmup.seconds, "failed": warmup.failed,
+                                                   "line": warmup.line()},
+            "compile_cache": None if cache is None else {"used": cache.usable, "line": cache.line}}
 
 
 # ---- processes ---------------------------------------------------------------------------------------------------
@@ -492,6 +509,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--max-problems", type=int, default=None, help="problems this call plays at most")
     parser.add_argument("--kill-engine-at", default=None, metavar="PROBLEM:SECONDS",
                         help="kill the engine core SECONDS into PROBLEM (an id or a position in the slice)")
+    parser.add_argument("--log-engine", action="store_true", help="vLLM's and the solver's engine log at INFO on "
+                        "stderr, each line stamped with epoch seconds (to the ms), for benchmarks/holds.py: add "
+                        "--set engine.args.enable_logging_iteration_details=true (every step's tokens and ms) and "
+                        "--set engine.args.jit_monitor_verbose=true (every Triton compile)")
     parser.add_argument("--label", default=None, help="this run's label in --table")
     parser.add_argument("--table", type=Path, default=None, help="a table JSON of labelled runs (variants)")
     parser.add_argument("--estimate", action="store_true", help="print the time model's prediction; start nothing")
@@ -761,6 +782,7 @@ class Run:
 
     def save(self) -> None:
         self.call_record["engine"] = [{"what": k, "seconds": round(s, 3)} for k, _, s in self.recorder.events]
+        self.call_record["engine_starts"] = self.recorder.starts
         atomic_write(self.args.json, json.dumps(self.state, indent=1))
 
     def predictor(self) -> Any:
@@ -859,7 +881,7 @@ class Run:
             statuses.get("cancelled", 0), statuses, None if hit is None else round(hit, 4),
             self.recorder.timeline.cached_share(), usage.preemptions if usage else None,
             usage.kv_peak if usage else None, usage.running_peak if usage else None, round(guess, 1), rows,
-            sampler.series())
+            sampler.series(), round(time.time() - (time.perf_counter() - self.recorder.timeline.t0), 3))
         if kill is not None:
             self.fault_done(kill, problem.id, record, t0 + call_s)
         elif self.state.get("fault") and self.state["fault"].get("rebuild") is None \
@@ -931,6 +953,22 @@ def vllm_version() -> str | None:
         return None
 
 
+def log_engine() -> None:
+    """vLLM's log (every process of the engine: its config file is read by each at import) and the solver's at INFO,
+    each line beginning with epoch seconds to the ms (``solver.engines.engine_log.EPOCH_FORMAT``)."""
+    import logging
+    import tempfile
+
+    from solver.engines.engine_log import EPOCH_FORMAT, vllm_logging_config
+
+    path = Path(tempfile.mkdtemp(prefix="day-log-")) / "vllm-logging.json"
+    path.write_text(json.dumps(vllm_logging_config()))
+    os.environ["VLLM_LOGGING_CONFIG_PATH"] = str(path)
+    os.environ["VLLM_CONFIGURE_LOGGING"] = "1"
+    logging.basicConfig(level=logging.WARNING, format=EPOCH_FORMAT, stream=sys.stderr)
+    logging.getLogger("solver.engines").setLevel(logging.INFO)
+
+
 def main(argv: list[str] | None = None) -> int:
     from solver.recordings import TraceError
 
@@ -939,6 +977,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.gpu:
             for key, value in args.base.engine.env.items():
                 os.environ.setdefault(key, str(value))
+        if args.log_engine:
+            log_engine()
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
         problems, tool_mode = load_plan(args)
         if args.estimate:

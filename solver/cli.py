@@ -15,7 +15,8 @@ from collections.abc import Sequence
 
 from solver import __version__
 
-COMMANDS = ("solve", "simulate", "tune", "import_samples", "report", "sweep", "kaggle_local", "serve", "demo")
+COMMANDS = ("solve", "simulate", "tune", "import_samples", "report", "sweep", "kaggle_local", "serve", "demo",
+            "compile_cache")
 
 
 class CliParser(argparse.ArgumentParser):

@@ -37,6 +37,13 @@ class EngineConfig:
     # with, and (replay_timing: model) how long the replay engine takes, sequences in flight and contexts counted.
     time_model: str | None = None
     replay_timing: Literal["recorded", "model"] = "recorded"  # recorded: durations or replay_tokens_per_s
+    # vLLM only: before the first problem, run every step shape the scheduler can produce outside the CUDA graphs,
+    # so no kernel compiles mid-problem (solver/engines/warmup.py; its seconds get a line of their own at start).
+    warmup: bool = False
+    # vLLM only: a compile cache built by ``solver compile-cache build`` (a folder with manifest.json), checked
+    # against this machine's vLLM, torch, model and GPU and used when it matches (solver/engines/compile_cache.py);
+    # refused with one logged line otherwise, and the engine starts cold.
+    compile_cache: str | None = None
 
     def __post_init__(self) -> None:
         _check(self.replay_timing == "recorded" or bool(self.time_model),

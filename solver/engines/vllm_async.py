@@ -9,13 +9,17 @@ import contextlib
 import dataclasses
 import logging
 import os
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 from typing import Any
 
 from solver.config import Config, ConfigError
 from solver.core.confidence import token_confidence
-from solver.engines.vllm_compat import num_unfinished_requests, streaming_input_class
+from solver.engines.compile_cache import CacheVerdict
+from solver.engines.vllm_compat import engine_shape, num_unfinished_requests, streaming_input_class
+from solver.engines.warmup import WarmupReport, run_warmup
 from solver.errors import first_line
 from solver.models import resolve_model
 from solver.types import Delta, FinishReason, GenerationRequest, Tokenizer
@@ -49,6 +53,8 @@ class VllmEngine:
         # vLLM refuses a request priority unless the engine schedules by priority (scheduling_policy).
         self._by_priority = by_priority
         self._closed = False
+        self.warmup: WarmupReport | None = None  # the start's warm-up (engine.warmup), None when it ran none
+        self.compile_cache: CacheVerdict | None = None  # what became of engine.compile_cache, None when unset
 
     def session(self) -> VllmSession | None:
         """One engine request for a whole repetition (vLLM's streaming-input requests), or None when the
@@ -283,10 +289,29 @@ def load_tokenizer(model: str, config: Config) -> Tokenizer | None:
     return AutoTokenizer.from_pretrained(model)
 
 
+def compile_cache_work_dir() -> Path:
+    """Where a shipped compile cache is copied to be used (the engine writes to its cache; a Kaggle dataset is
+    read-only): ``SOLVER_COMPILE_CACHE_WORK`` or the temporary folder."""
+    return Path(os.environ.get("SOLVER_COMPILE_CACHE_WORK") or Path(tempfile.gettempdir()) / "solver-compile-cache")
+
+
+def apply_compile_cache(config: Config, model: str) -> CacheVerdict | None:
+    """Use ``engine.compile_cache`` if it was built for this vLLM, model and GPU (its line logged either way)."""
+    if not config.engine.compile_cache:
+        return None
+    from solver.engines.compile_cache import fingerprint_here, use_cache
+
+    verdict = use_cache(Path(config.engine.compile_cache), fingerprint_here(model, config.engine.args),
+                        compile_cache_work_dir())
+    (log.info if verdict.usable else log.warning)(verdict.line)
+    return verdict
+
+
 async def open_vllm_engine(config: Config) -> VllmEngine:
     for key, value in config.engine.env.items():
         os.environ.setdefault(key, str(value))  # the user's own environment wins over the preset
     model = resolve_model(config.engine.model)
+    verdict = apply_compile_cache(config, model)
     from vllm.v1.engine.async_llm import AsyncLLM
 
     class OnceAsyncLLM(AsyncLLM):  # type: ignore[misc, valid-type]
@@ -313,4 +338,12 @@ async def open_vllm_engine(config: Config) -> VllmEngine:
                     "(0.32 or later has); every turn goes in as a request of its own", vllm.__version__)
     tokenizer = load_tokenizer(model, config)
     llm = OnceAsyncLLM.from_engine_args(args)
-    return VllmEngine(llm, tokenizer, by_priority=config.engine.args.get("scheduling_policy") == "priority")
+    engine = VllmEngine(llm, tokenizer, by_priority=config.engine.args.get("scheduling_policy") == "priority")
+    engine.compile_cache = verdict
+    if config.engine.warmup:
+        try:
+            engine.warmup = await run_warmup(llm, engine_shape(llm))
+        except BaseException:
+            llm.shutdown()  # a start that fails (or is cancelled) mid warm-up leaves no engine core behind
+            raise
+    return engine

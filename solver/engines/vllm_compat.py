@@ -153,3 +153,19 @@ def streaming_input_class() -> Any | None:
         except LookupError:
             continue
     return None
+
+
+def engine_shape(llm: Any) -> Any:
+    """What decides a started ``AsyncLLM``'s step shapes, from its ``vllm_config`` (the same attribute in 0.26 and
+    0.32): the scheduler's token budget per step, the largest CUDA-graph size (0 when the engine runs eager or
+    captures nothing, as on the CPU) and the vocabulary."""
+    from solver.engines.warmup import EngineShape
+
+    config = llm.vllm_config
+    compilation = config.compilation_config
+    mode = getattr(compilation, "cudagraph_mode", None)
+    captures = bool(getattr(compilation, "cudagraph_capture_sizes", None)) and not config.model_config.enforce_eager
+    graph_max = int(compilation.max_cudagraph_capture_size or 0) if captures and mode is not None and (
+        getattr(mode, "name", str(mode)) != "NONE") else 0
+    return EngineShape(int(config.scheduler_config.max_num_batched_tokens), graph_max,
+                       int(config.model_config.get_vocab_size()))

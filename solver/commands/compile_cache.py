@@ -1,0 +1,84 @@
+"""``solver compile-cache build|pack|check``: the engine's compile cache, built once and shipped (a Kaggle dataset).
+
+    solver compile-cache build --preset h100-gptoss --model /models/gpt-oss-120b --out dist/compile-cache
+    solver compile-cache pack ~/.cache/vllm --preset h100-gptoss --model M --out dist/compile-cache
+    solver compile-cache check dist/compile-cache --preset h100-gptoss --model M
+
+``build`` starts the config's engine with an empty cache root, runs its warm-up (every step shape outside the
+CUDA graphs), closes it and packs the root with a manifest of the vLLM, torch, model and GPU it was built for.
+``pack`` does the last step for a root an earlier run filled. ``check`` says, in one line, whether this machine
+would use the cache (exit 0) or refuse it (exit 1). See solver/engines/compile_cache.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import os
+import tempfile
+from pathlib import Path
+
+from solver.commands.common import EXIT_FAILED, add_base_config_arguments, config_from_args, fail
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "compile-cache", help="build, pack or check the engine's compile cache (ship it with a Kaggle submission)",
+        description="The engine's compile cache as a folder to ship: built by a warmed-up engine, checked "
+                    "against the vLLM, torch, model and GPU it was built for.")
+    verbs = parser.add_subparsers(dest="verb", required=True)
+    build = verbs.add_parser("build", help="start the engine on an empty cache, warm it up, close it, pack it")
+    pack = verbs.add_parser("pack", help="pack an existing VLLM_CACHE_ROOT with a manifest for this machine")
+    pack.add_argument("root", type=Path, help="the VLLM_CACHE_ROOT an engine filled")
+    check = verbs.add_parser("check", help="would this machine use the cache? (exit 0 yes, 1 no)")
+    check.add_argument("cache", type=Path, help="a folder made by build or pack")
+    for verb in (build, pack):
+        verb.add_argument("--out", type=Path, required=True, help="the folder to write (new or empty)")
+    for verb in (build, pack, check):
+        add_base_config_arguments(verb, engines=False)
+        verb.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from solver.engines.compile_cache import check_fingerprint, fingerprint_here, pack, read_manifest
+    from solver.models import resolve_model
+
+    config = config_from_args(args)
+    if config.engine.name != "vllm":
+        return fail(f"compile-cache needs the vllm engine, not {config.engine.name!r}")
+    out = getattr(args, "out", None)
+    if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
+        return fail(f"{out} exists and is not empty; write the cache to a new folder")
+    model = resolve_model(config.engine.model)
+    if args.verb == "check":
+        verdict = check_fingerprint(read_manifest(args.cache).fingerprint,
+                                    fingerprint_here(model, config.engine.args), where=f"the compile cache {args.cache}")
+        print(verdict.line)
+        return 0 if verdict.usable else EXIT_FAILED
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    if args.verb == "pack":
+        manifest = pack(args.root, out, fingerprint_here(model, config.engine.args), now)
+    else:
+        root = Path(tempfile.mkdtemp(prefix="solver-cache-build-"))
+        os.environ["VLLM_CACHE_ROOT"] = str(root)
+        os.environ.pop("TRITON_CACHE_DIR", None)  # vLLM points Triton into its root, where pack finds it
+        shapes = asyncio.run(_warm_engine(config))
+        manifest = pack(root, out, fingerprint_here(model, config.engine.args), now, warmup_shapes=shapes)
+    print(f"compile cache written to {out}: {manifest.files} files, {manifest.bytes / 2**20:.1f} MiB, built for "
+          f"vLLM {manifest.fingerprint.vllm}, {manifest.fingerprint.model}, {manifest.fingerprint.device}")
+    return 0
+
+
+async def _warm_engine(config: object) -> int:
+    """Start the config's engine with its warm-up on, close it; the step shapes warmed."""
+    import dataclasses
+
+    from solver.engines.vllm_async import open_vllm_engine
+
+    engine_config = dataclasses.replace(config.engine, warmup=True, compile_cache=None)  # type: ignore[attr-defined]
+    engine = await open_vllm_engine(dataclasses.replace(config, engine=engine_config))  # type: ignore[type-var]
+    try:
+        return len(engine.warmup.shapes) if engine.warmup else 0
+    finally:
+        await engine.close()
