@@ -53,6 +53,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     plan.add_argument("--check", type=Path, nargs="+", default=None, metavar="RUN_DIR",
                       help="instead of a sweep: play measured runs' own attempts as --plan does and compare with their "
                            "measured time (exit 1 when one is off by more than 10 %%); runs without a stopping rule")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="parse, plan and check the sweep as written (spec, config, problems, runs, model, the "
+                             "cluster's engines against the GPUs visible), then exit: nothing starts, nothing is "
+                             "written (solver/commands/dryrun.py)")
     add_base_config_arguments(parser)
     add_cluster_arguments(parser)
     parser.set_defaults(func=run)
@@ -108,6 +112,38 @@ def plan(args: argparse.Namespace, spec: Any, base: Any, problems: Any) -> int:
     return 0
 
 
+def dry_run(args: argparse.Namespace, spec: Any, base: Any, problems: Any) -> int:
+    """``--dry-run``: the sweep's runs planned (and each run folder already there checked for reuse), the model
+    found, the cluster's engines counted against the GPUs this machine shows (``--cluster``'s rule,
+    ``actor_count``); with ``--plan``, the estimate too. Nothing starts, nothing is written."""
+    from solver.cluster.spec import actor_count, parse_cluster
+    from solver.commands.dryrun import DryRun
+    from solver.config import ConfigError, gpus_per_engine
+    from solver.engines.launch import visible_gpus
+    from solver.offline.sweep import plan_runs, reusable_config
+
+    dry = DryRun("solver sweep")
+    runs = plan_runs(spec, base, args.out)
+    for planned in runs:
+        reusable_config(planned)  # a folder holding other settings is the same error as in a real run
+    dry.add(f"{len(runs)} generation runs ({', '.join(r.run_dir.name for r in runs)}): {len(problems)} problems x "
+            f"{spec.max_reps} repetitions each, into {args.out}")
+    if not args.offline and base.engine.name == "vllm":
+        dry.model(base.engine.model, ConfigError)
+    if args.cluster:
+        cluster = parse_cluster(args.cluster, args.actors)
+        gpus, each = visible_gpus(), gpus_per_engine(base.engine.args)
+        if gpus:
+            count = actor_count(cluster, float(len(gpus)), each)
+            dry.add(f"--cluster {args.cluster}: {count} engine actors of {each} GPU{'s' if each > 1 else ''} on the "
+                    f"{len(gpus)} GPUs visible ({','.join(gpus)})")
+        else:
+            dry.add(f"--cluster {args.cluster}: no GPU visible here, so the engines are not counted against GPUs")
+    if args.plan:
+        plan(args, spec, base, problems)
+    return dry.print()
+
+
 def check(args: argparse.Namespace) -> int:
     """``--check RUN_DIR...``: each run's estimate against its measured solve time."""
     from solver.offline.sweep import check_run
@@ -136,6 +172,8 @@ def run(args: argparse.Namespace) -> int:
     base = load_config(spec.preset, spec.config_file, spec.overrides)
     problems = load_problems(spec.data, limit=spec.limit)
     check_spec(spec, base)
+    if args.dry_run:
+        return dry_run(args, spec, base, problems)
     if args.plan:
         return plan(args, spec, base, problems)
     runs = plan_runs(spec, base, args.out)
