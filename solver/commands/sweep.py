@@ -81,11 +81,15 @@ def spec_data(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def plan(args: argparse.Namespace, spec: Any, base: Any, problems: Any) -> int:
-    """``--plan``: the estimate of the sweep's generation on the GPUs asked for, printed; nothing runs."""
+    """``--plan``: the estimate of the sweep's generation on the GPUs asked for, printed, with the layout it runs on
+    and why; nothing runs. With ``--gpus G`` and neither ``--layout``, ``--cluster`` nor a parallel layout in the
+    engine arguments, every layout of the time model that fits G GPUs is estimated and the one that ends soonest
+    is picked (``pick_layout``)."""
     from solver.cluster.spec import parse_cluster
     from solver.config import ConfigError
-    from solver.offline.sweep import Hardware, SweepError, estimate_sweep, run_dirs, shapes_from_runs, time_model_of
-    from solver.timing.model import layout_name
+    from solver.offline.sweep import (Hardware, SweepError, estimate_sweep, fitting_layouts, pick_layout, run_dirs,
+                                      shapes_from_runs, time_model_of)
+    from solver.timing.model import ONE_GPU, layout_args, layout_name
 
     sources = args.plan_from or run_dirs(args.out)
     if not sources:
@@ -94,21 +98,43 @@ def plan(args: argparse.Namespace, spec: Any, base: Any, problems: Any) -> int:
     if args.gpus is not None and args.gpus < 1:
         raise SweepError(f"--gpus must be >= 1, got {args.gpus}")
     model = time_model_of(base, args.time_model)
-    name = args.layout or layout_name(base.engine.args)
+    configured = layout_name(base.engine.args)
+    name = args.layout or configured
     gpus = args.gpus
     cluster = parse_cluster(args.cluster, args.actors) if args.cluster else None
     if gpus is None and cluster is not None and cluster.actors is not None:
         gpus = cluster.actors * model.layout(name).gpus
-    try:
-        hardware = Hardware.of(model, name, gpus)
-    except ConfigError as exc:
-        raise SweepError(str(exc)) from exc
-    estimate = estimate_sweep(spec, base, problems, shapes_from_runs(sources, base), hardware,
+    shapes = shapes_from_runs(sources, base)
+
+    def on(layout: str) -> Any:
+        try:
+            hardware = Hardware.of(model, layout, gpus)
+        except ConfigError as exc:
+            raise SweepError(str(exc)) from exc
+        return estimate_sweep(spec, base, problems, shapes, hardware,
                               cluster=cluster is not None or hardware.engines > 1)
+
+    if args.layout is None and configured == ONE_GPU and cluster is None and gpus is not None:
+        candidates = [on(n) for n in fitting_layouts(model, gpus)]
+        estimate, why = pick_layout(candidates)
+        print(f"plan: layout {estimate.hardware.layout} on {gpus} GPU{'s' if gpus > 1 else ''}, picked among "
+              f"time model {model.name}'s layouts that fit: {why}")
+    else:
+        estimate = on(name)
+        why = (f"--layout {args.layout}" if args.layout else
+               f"--cluster {args.cluster}: its engines in the engine arguments' layout" if cluster is not None else
+               "the engine arguments" if configured != ONE_GPU else "one engine (no --gpus, --cluster or --layout)")
+        print(f"plan: layout {estimate.hardware.layout}: {why}")
     for line in estimate.lines():
         print(line)
+    hardware = estimate.hardware
+    sets = " ".join(f"--set engine.args.{k}={v}" for k, v in layout_args(hardware.layout).items()
+                    if base.engine.args.get(k) != v)
     if hardware.engines > 1 and cluster is None:
-        print(f"plan: {hardware.engines} engines: run it with --cluster local:{hardware.engines}")
+        print(f"plan: {hardware.engines} engines: run it with --cluster local:{hardware.engines}"
+              + (f" {sets}" if sets else ""))
+    elif sets:
+        print(f"plan: run it with {sets}")
     return 0
 
 
