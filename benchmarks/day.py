@@ -960,12 +960,12 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         args = parse(argv)
+        if args.dry is not None:
+            return dry_run(args)
         if not args.gpu:
             for key, value in args.base.engine.env.items():
                 os.environ.setdefault(key, str(value))
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-        if args.dry is not None:
-            return dry_run(args)
         problems, tool_mode = load_plan(args)
         if args.estimate:
             config = day_config(args, len(problems))

@@ -436,12 +436,16 @@ def main(argv: list[str] | None = None) -> int:
                  "sampling.max_turns": turns}
     if args.model:
         overrides["engine.model"] = args.model
-    if args.workload == "trace":  # each program runs alone: accumulated programs would repeat earlier waits
-        overrides.update({"sandbox.code_mode": "newest", "stop.stoppers": [], "stop.first_answer": False})
-        if args.code_kind == "sleep":  # waiting programs use no core: size the pool as beside a GPU
-            overrides["sandbox.workers"] = sandbox_workers
     try:
-        config = load_config(preset, overrides={**parse_overrides(args.overrides), **overrides})
+        given = parse_overrides(args.overrides)
+        if args.workload == "trace":
+            # Each program runs alone (accumulated programs would repeat earlier waits), shown as its repr: the
+            # ipython display (h100-gptoss) needs stateful sessions, and the trace's programs print nothing else.
+            overrides.update({"sandbox.code_mode": "newest", "sandbox.display": "repr", "stop.stoppers": [],
+                              "stop.first_answer": False})
+            if args.code_kind == "sleep":  # waiting programs use no core: size the pool as beside a GPU
+                overrides["sandbox.workers"] = sandbox_workers
+        config = load_config(preset, overrides={**given, **overrides})
     except ValueError as exc:
         parser.error(str(exc))
     if args.workload == "trace" and config.prompt.dialect not in ("fences", "harmony"):

@@ -146,7 +146,7 @@ def dry_run(args: argparse.Namespace, spec: Any, base: Any, problems: Any) -> in
     from solver.commands.dryrun import DryRun
     from solver.config import ConfigError, gpus_per_engine
     from solver.engines.launch import visible_gpus
-    from solver.offline.sweep import plan_runs, reusable_config
+    from solver.offline.sweep import SweepError, plan_runs, reusable_config
 
     dry = DryRun("solver sweep")
     runs = plan_runs(spec, base, args.out)
@@ -166,7 +166,11 @@ def dry_run(args: argparse.Namespace, spec: Any, base: Any, problems: Any) -> in
         else:
             dry.add(f"--cluster {args.cluster}: no GPU visible here, so the engines are not counted against GPUs")
     if args.plan:
-        plan(args, spec, base, problems)
+        missing = [d for d in args.plan_from if not dry.present(d, "--plan-from", SweepError)]
+        if missing:  # runs an earlier command of the same call makes there: the estimate waits for them
+            dry.add("--plan: not estimated here (its recorded runs are not on this machine)")
+        else:
+            plan(args, spec, base, problems)
     return dry.print()
 
 
