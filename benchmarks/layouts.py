@@ -703,7 +703,7 @@ def scaling_dry_run(opts: argparse.Namespace, argv: list[str], args: argparse.Na
 
     from solver.timing.model import layout_name, load_time_model
 
-    dry.model(args.config.engine.model if args.model else None, BadInput)
+    dry.model(args.config.engine.model, BadInput)
     given = opts.tool_times_from
     if given is not None and not dry.present(given, "--tool-times-from", BadInput):
         given = None
@@ -876,7 +876,7 @@ def seed(argv: list[str]) -> int:
             raise BadInput(f"--tp {max(wanted)} needs {max(wanted)} GPUs; {len(gpus)} visible")
         if args.dry_run:
             dry = DryRun("layouts.py seed" + (f" (tp{args.child}'s process)" if args.child is not None else ""))
-            dry.model(args.model, BadInput)
+            dry.model(config.engine.model, BadInput)
     except (BadInput, ConfigError, ValueError) as exc:
         print(f"layouts.py seed: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
@@ -1070,7 +1070,7 @@ def load_main(argv: list[str]) -> int:
             from solver.engines.launch import LaunchError, plan_servers
 
             dry = DryRun("layouts.py load")
-            dry.model(args.model, BadInput)
+            dry.model(config.engine.model, BadInput)
             try:
                 specs = plan_servers(config, config.engine.model or "tiny", servers=args.replicas, gpus=gpus)
             except LaunchError as exc:
