@@ -372,10 +372,10 @@ def tool_time_mode(value: str, carried: Sequence[tuple[float, ...] | None], path
     >>> x = Path("x.jsonl")
     >>> tool_time_mode("auto", [(1.0,)], x), tool_time_mode("auto", [(1.0,), None], x), tool_time_mode("0.5", [None], x)
     ('carried', 'measure', '0.5')
-    >>> tool_time_mode("carried", [None], x)
+    >>> tool_time_mode("carried", [None], x)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: --tool-time carried: x.jsonl carries no tool_seconds (write the extract with extract_attempts.py --measure-tools)
+    ValueError: --tool-time carried: x.jsonl carries no tool_seconds (write the extract with extract_attempts.py ...)
     """
     if value not in TOOL_TIME_MODES:
         tool_time_seconds(value, error)

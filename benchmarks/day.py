@@ -942,7 +942,8 @@ def dry_run(args: argparse.Namespace) -> int:
     if args.attempts_here:
         problems, mode = load_plan(args, measure=False)
         config = day_config(args, len(problems))
-        dry.add(f"slice: {len(problems)} problems x {args.attempts} attempts ({', '.join(rs[0].problem.id for rs in problems)}), "
+        ids = ", ".join(rs[0].problem.id for rs in problems)
+        dry.add(f"slice: {len(problems)} problems x {args.attempts} attempts ({ids}), "
                 f"tool time {mode}{' (not measured in a dry run)' if mode == 'measure' else ''}")
     else:
         config = day_config(args, len([p for p in args.problem_ids.split(",") if p.strip()]) or args.problems)

@@ -881,8 +881,9 @@ def seed(argv: list[str]) -> int:
         print(f"layouts.py seed: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
     if args.dry_run and args.child is not None:
-        dry.add(f"tp{args.child}: one engine, tensor_parallel_size {args.child}, on GPUs {','.join(gpus) or 'none (CPU)'}"
-                f"; decode at {seqs} sequences, {args.prompt_tokens}-token prompts, {args.decode} decoded")
+        dry.add(f"tp{args.child}: one engine, tensor_parallel_size {args.child}, on GPUs "
+                f"{','.join(gpus) or 'none (CPU)'}; decode at {seqs} sequences, {args.prompt_tokens}-token prompts, "
+                f"{args.decode} decoded")
         return dry.print()
     if args.dry_run:  # the parent's report, then each size's process as the run starts it, with its GPUs
         dry.add(f"tensor-parallel sizes {sizes}, each its own process")

@@ -213,7 +213,8 @@ def test_the_readmes_write_gpu_commands() -> None:
 @pytest.mark.parametrize("command", COMMANDS, ids=[c.id for c in COMMANDS])
 def test_the_gpu_command_dry_runs_as_written(command: GpuCommand, gpu_machine, monkeypatch, capfd) -> None:
     assert command.program == "solver" or (BENCHMARKS / command.program).is_file(), (
-        f"{command.program}: not a benchmark or the solver CLI; a GPU command needs a dry run (solver/commands/dryrun.py)")
+        f"{command.program}: not a benchmark or the solver CLI; a GPU command needs a dry run "
+        "(solver/commands/dryrun.py)")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", ",".join(str(i) for i in range(command.gpus)))
     argv = argv_of(command, gpu_machine)
     code = run(command.program, argv)

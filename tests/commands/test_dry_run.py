@@ -53,7 +53,9 @@ def test_a_missing_file_of_the_checkout_is_bad_input_but_the_gpu_machines_own_is
     if str(ROOT / "benchmarks") not in sys.path:
         sys.path.insert(0, str(ROOT / "benchmarks"))
     day = importlib.import_module("day")
-    assert day.main(["--attempts-file", str(ROOT / "benchmarks/data/none.jsonl.xz"), "--estimate", "--dry-run"]) == 2
-    assert "--attempts-file: no file or folder benchmarks/data/none.jsonl.xz in this checkout" in capsys.readouterr().err
+    missing = ROOT / "benchmarks" / "data" / "none.jsonl.xz"
+    assert day.main(["--attempts-file", str(missing), "--estimate", "--dry-run"]) == 2
+    error = capsys.readouterr().err
+    assert "--attempts-file: no file or folder benchmarks/data/none.jsonl.xz in this checkout" in error
     assert day.main(["--attempts-file", "/nowhere/slice.jsonl.xz", "--estimate", "--dry-run"]) == 0
     assert "dry run: skipped: --attempts-file /nowhere/slice.jsonl.xz: not on this machine" in capsys.readouterr().out
