@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
 
         dry = DryRun("cluster.py")
         try:
-            dry.model(config.engine.model)
+            dry.engine(config)
         except ValueError as exc:
             parser.error(str(exc))
         dry.add(f"{len(problems)} problems in process, then on one engine actor on a local Ray; engine args "

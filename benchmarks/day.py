@@ -938,7 +938,7 @@ def dry_run(args: argparse.Namespace) -> int:
     """``--dry-run``: the slice planned (where the attempts file is here, its calls not measured), the config of the
     day, the model; nothing started."""
     dry = args.dry
-    dry.model(args.base.engine.model, BadInput)
+    dry.engine(args.base, BadInput)
     if args.attempts_here:
         problems, mode = load_plan(args, measure=False)
         config = day_config(args, len(problems))

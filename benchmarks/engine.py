@@ -467,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
 
         dry = DryRun("engine.py")
         try:
-            dry.model(config.engine.model)
+            dry.engine(config)
         except ValueError as exc:
             parser.error(str(exc))
         dry.add(f"contenders {', '.join(sorted(contenders))} and the raw engine on {len(problems)} problems; engine "

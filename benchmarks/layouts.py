@@ -527,6 +527,7 @@ def scaling_child(opts: argparse.Namespace, args: argparse.Namespace) -> int:
     if args.dry is not None:
         where = (f"{layout.size} engine actors on a local Ray, one GPU each" if layout.kind == "replicas" else
                  "one in-process engine")
+        args.dry.gpus(config.engine.args, BadInput)  # the layout's engine, on the GPUs its process gets
         args.dry.add(f"layout {layout.name}: {where}; GPUs visible to its process: "
                      f"{','.join(gpus_here()) or 'none (CPU)'}; engine args "
                      f"{json.dumps(config.engine.args, sort_keys=True)}")

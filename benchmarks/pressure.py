@@ -65,7 +65,7 @@ def dry_run(args: argparse.Namespace) -> int:
 
     config = pressure_config(args)
     dry = DryRun("pressure.py")
-    dry.model(config.engine.model, ConfigError)
+    dry.engine(config, ConfigError)
     blocks = config.engine.args.get("num_gpu_blocks_override")
     dry.add(f"{args.requests} requests x ({args.prompt_tokens} prompt + {args.max_tokens} generated) = "
             f"{args.requests * (args.prompt_tokens + args.max_tokens)} tokens of KV cache wanted at once, into "

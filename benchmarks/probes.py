@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
             from solver.commands.dryrun import DryRun
 
             dry = DryRun("probes.py")
-            dry.model(args.config.engine.model, BadInput)
+            dry.engine(args.config, BadInput)
             dry.add(f"probes {', '.join(args.keys)}: {args.seqs} sequences, contexts {args.contexts}; engine args "
                     f"{json.dumps(args.config.engine.args, sort_keys=True)}")
             return dry.print()

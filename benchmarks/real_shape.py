@@ -430,7 +430,7 @@ def dry_run(args: argparse.Namespace, caps: Caps) -> int:
     from solver.recordings import read_attempts
 
     dry = args.dry
-    dry.model(args.config.engine.model, BadInput)
+    dry.engine(args.config, BadInput)
     if args.attempts_here:
         carried = read_tool_seconds(args.attempts_file)
         args.tool_time = tool_time_mode(args.tool_time, carried, args.attempts_file, BadInput)

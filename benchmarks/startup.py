@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
 
         dry = DryRun("startup.py")
         try:
-            dry.model(config.engine.model, ConfigError)
+            dry.engine(config, ConfigError)
         except ConfigError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

@@ -14,8 +14,10 @@ runs").
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout: solver/commands/dryrun.py -> the repository root
 
@@ -92,6 +94,27 @@ class DryRun:
             if Path(name).expanduser().exists() or not machine_only(name):
                 raise error(str(exc).splitlines()[0]) from exc
             self.skipped.append(f"--model {name}: not on this machine (the one the command is written for has it)")
+
+    def gpus(self, engine_args: Mapping[str, Any], error: type[Exception] = ValueError) -> None:
+        """One engine's GPUs (tensor x pipeline x data parallel, ``gpus_per_engine``) against those this process
+        sees (``visible_gpus``: ``CUDA_VISIBLE_DEVICES``, as the engine's launch reads them); not checked where
+        none is visible (a CPU machine)."""
+        from solver.config import gpus_per_engine
+        from solver.engines.launch import visible_gpus
+
+        need, seen = gpus_per_engine(engine_args), visible_gpus()
+        if not seen:
+            self.add(f"GPUs: none visible here; the engine spans {need}")
+            return
+        if need > len(seen):
+            raise error(f"one engine spans {need} GPUs (tensor x pipeline x data parallel); {len(seen)} visible")
+        self.add(f"GPUs: the engine spans {need} of the {len(seen)} visible ({','.join(seen)})")
+
+    def engine(self, config: Any, error: type[Exception] = ValueError) -> None:
+        """The engine ``config`` would start, checked without starting it: its model (``model``) and its GPUs
+        (``gpus``)."""
+        self.model(config.engine.model, error)
+        self.gpus(config.engine.args, error)
 
     def lines(self) -> list[str]:
         """The report, ``dry run:`` first: the command, its plan, what was skipped."""

@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
         dry = DryRun("solver kaggle-local")
         prepare_run(config, find_model=lambda model: dry.model(model, ConfigError))
+        dry.gpus(config.engine.args, ConfigError)
         dry.add(f"{len(problems)} problems one at a time through the "
                 f"{'competition' if server_class is not None else 'rehearsal'} gateway ({comp.name}), the set in "
                 + (f"{args.time_limit:.0f} s" if args.time_limit else "the competition's time") + f"; output {out}")

@@ -165,6 +165,8 @@ def dry_run(args: argparse.Namespace, spec: Any, base: Any, problems: Any) -> in
                     f"{len(gpus)} GPUs visible ({','.join(gpus)})")
         else:
             dry.add(f"--cluster {args.cluster}: no GPU visible here, so the engines are not counted against GPUs")
+    elif not args.offline:
+        dry.gpus(base.engine.args, ConfigError)  # one engine in this process
     if args.plan:
         missing = [d for d in args.plan_from if not dry.present(d, "--plan-from", SweepError)]
         if missing:  # runs an earlier command of the same call makes there: the estimate waits for them

@@ -59,3 +59,16 @@ def test_a_missing_file_of_the_checkout_is_bad_input_but_the_gpu_machines_own_is
     assert "--attempts-file: no file or folder benchmarks/data/none.jsonl.xz in this checkout" in error
     assert day.main(["--attempts-file", "/nowhere/slice.jsonl.xz", "--estimate", "--dry-run"]) == 0
     assert "dry run: skipped: --attempts-file /nowhere/slice.jsonl.xz: not on this machine" in capsys.readouterr().out
+
+
+def test_an_engine_wider_than_the_gpus_visible_is_refused(capsys, monkeypatch):
+    if str(ROOT / "benchmarks") not in sys.path:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+    pressure = importlib.import_module("pressure")
+    args = ["--preset", "h100", "--model", "/nowhere/m", "--set", "engine.args.tensor_parallel_size=2", "--dry-run"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert pressure.main(args) == 2
+    assert "one engine spans 2 GPUs (tensor x pipeline x data parallel); 1 visible" in capsys.readouterr().err
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert pressure.main(args) == 0
+    assert "dry run: plan: GPUs: the engine spans 2 of the 2 visible (0,1)" in capsys.readouterr().out
