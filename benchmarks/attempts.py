@@ -363,6 +363,38 @@ def tool_time_seconds(value: str, error: type[Exception] = ValueError) -> float:
     return seconds
 
 
+def tool_time_mode(value: str, carried: Sequence[tuple[float, ...] | None], path: Path,
+                   error: type[Exception] = ValueError) -> str:
+    """``--tool-time`` for the trace file at ``path`` (``carried``: its ``read_tool_seconds``): ``'carried'``,
+    ``'measure'``, or ``value`` itself (seconds per call, checked by ``tool_time_seconds``); ``'auto'`` is carried
+    when every attempt carries its seconds, else measure. Bad input raises ``error``.
+
+    >>> x = Path("x.jsonl")
+    >>> tool_time_mode("auto", [(1.0,)], x), tool_time_mode("auto", [(1.0,), None], x), tool_time_mode("0.5", [None], x)
+    ('carried', 'measure', '0.5')
+    >>> tool_time_mode("carried", [None], x)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: --tool-time carried: x.jsonl carries no tool_seconds (write the extract with extract_attempts.py ...)
+    """
+    if value not in TOOL_TIME_MODES:
+        tool_time_seconds(value, error)
+        return value
+    has_times = bool(carried) and all(x is not None for x in carried)
+    if value == "carried" and not has_times:
+        raise error(f"--tool-time carried: {path} carries no tool_seconds (write the extract with "
+                    "extract_attempts.py --measure-tools)")
+    if value == "auto":
+        return "carried" if has_times else "measure"
+    return value
+
+
+def carried_tool_times(problems: list[list[Replay]]) -> dict[str, float]:
+    """Seconds per call (``key_of``) as the plan holds them: the extract's carried seconds once planned with them."""
+    return {key_of(r.problem.id, r.index, t): s.tool_s
+            for replays in problems for r in replays for t, s in enumerate(r.steps) if s.call}
+
+
 def fixed_tool_times(problems: list[list[Replay]], seconds: float) -> dict[str, float]:
     """Every call runs ``seconds``; a follow-up (nothing ran in the recording) none."""
     return {key_of(r.problem.id, r.index, t): seconds if s.code is not None else 0.0

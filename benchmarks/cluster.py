@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import tempfile
 import time
@@ -87,20 +88,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None)
     parser.add_argument("--quick", action="store_true", help="1 problem x 8 repetitions, 48 tokens per turn")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="parse, plan and check (solver/commands/dryrun.py); start nothing")
     args = parser.parse_args(argv)
     if args.quick:
         args.problems, args.reps, args.max_tokens = 1, 8, 48
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     overrides = {"solve.reps": args.reps, "solve.workers": args.reps, "sampling.max_tokens": args.max_tokens,
                  "solve.parallel_problems": args.problems, "stop.stoppers": [], "stop.first_answer": False,
                  **({"engine.model": args.model} if args.model else {})}
     # No time budget for either contender (a cluster run has none; the Kaggle presets set one).
-    config = without_budget(load_config(args.preset, overrides={**parse_overrides(args.overrides), **overrides}))
+    try:
+        config = without_budget(load_config(args.preset, overrides={**parse_overrides(args.overrides), **overrides}))
+    except ValueError as exc:  # ConfigError included: one line, exit 2, before any engine starts
+        parser.error(str(exc).splitlines()[0])
     # Both contenders warm up on one problem with few repetitions: first requests pay one-off costs.
     warm = config.replace({"solve.reps": 2, "solve.workers": 2, "solve.parallel_problems": 1})
     problems = load_problems("demo", limit=args.problems)
     print(f"workload: {args.problems} problems x {args.reps} repetitions together, {args.max_tokens} tokens per "
           f"turn, preset {args.preset}")
+    if args.dry_run:
+        from solver.commands.dryrun import DryRun
+
+        dry = DryRun("cluster.py")
+        try:
+            dry.engine(config)
+        except ValueError as exc:
+            parser.error(str(exc))
+        dry.add(f"{len(problems)} problems in process, then on one engine actor on a local Ray; engine args "
+                f"{json.dumps(config.engine.args, sort_keys=True)}")
+        return dry.print()
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     with tempfile.TemporaryDirectory() as tmp:
         a = asyncio.run(in_process(config, problems, warm, Path(tmp)))
         b = asyncio.run(on_ray(config, problems, warm, Path(tmp)))

@@ -55,10 +55,11 @@ from pathlib import Path
 from typing import Any
 
 from attempts import Caps, PlanError, RecordedOutputs, Replay, ReplayEngine, Script, fixed_tool_times, plan
-from attempts import TOOL_TIME_MODES, read_tool_seconds, tool_time_seconds, with_tool_times
+from attempts import TOOL_TIME_MODES, read_tool_seconds, tool_time_mode, tool_time_seconds, with_tool_times
 from real_shape import DEFAULT_ATTEMPTS_FILE, preset_engine
 from timeline import Sampler, Timeline, TimedEngine, in_process_reader
 
+from solver.commands.dryrun import DryRun
 from solver.config import Config, ConfigError, parse_overrides
 from solver.files import atomic_write
 
@@ -516,6 +517,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--label", default=None, help="this run's label in --table")
     parser.add_argument("--table", type=Path, default=None, help="a table JSON of labelled runs (variants)")
     parser.add_argument("--estimate", action="store_true", help="print the time model's prediction; start nothing")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="parse, plan and check (solver/commands/dryrun.py); start nothing, measure nothing")
     parser.add_argument("--time-model", default=None, help="for the estimates (default: the config's, else tiny)")
     parser.add_argument("--run-dir", type=Path, default=None, help="the predictor's run directory for this call "
                         "(default: beside --json, one per call)")
@@ -541,14 +544,18 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     if (args.label is None) != (args.table is None):
         raise BadInput("--label and --table go together")
     args.kill = KillAt.parse(args.kill_engine_at) if args.kill_engine_at else None
-    if not args.attempts_file.is_file():
+    args.dry = DryRun("day.py") if args.dry_run else None
+    # A dry run skips what only the GPU machine has (its carry, its runs/ folder) and checks the rest.
+    args.attempts_here = args.dry.present(args.attempts_file, "--attempts-file", BadInput) if args.dry else True
+    if args.attempts_here and not args.attempts_file.is_file():
         raise BadInput(f"--attempts-file: no file {args.attempts_file}")
     if args.estimate:
         args.json = args.table = None
     elif args.json is None:
         raise BadInput("--json: where the slice's results go (required but with --estimate)")
     for path in (args.json, args.table):
-        if path is not None and not path.parent.is_dir():
+        if path is not None and (args.dry is None or args.dry.present(path.parent, f"{path}'s folder", BadInput)) \
+                and not path.parent.is_dir():
             raise BadInput(f"no folder {path.parent} for {path}")
     if args.json is not None and args.json.exists() and not args.resume:
         raise BadInput(f"{args.json} exists: pass --resume to continue it, or remove it")
@@ -602,9 +609,9 @@ def check_same(stored: dict[str, Any], now: dict[str, Any], path: Path) -> None:
                            f"{now.get(key)!r} (a new --json for a new run)")
 
 
-def load_plan(args: argparse.Namespace) -> tuple[list[list[Replay]], str]:
+def load_plan(args: argparse.Namespace, measure: bool = True) -> tuple[list[list[Replay]], str]:
     """The slice's replays (the config's limits ending attempts as live) with their tool seconds; how they were
-    timed."""
+    timed. ``measure`` False (a dry run): calls to be measured keep no seconds."""
     from attempts import choose
 
     from solver.recordings import read_attempts
@@ -616,13 +623,9 @@ def load_plan(args: argparse.Namespace) -> tuple[list[list[Replay]], str]:
     if args.kill is not None and args.kill.resolve(ids) == ids[-1]:
         raise BadInput("--kill-engine-at: not the slice's last problem (the rebuild comes with the next one)")
     carried = read_tool_seconds(args.attempts_file)
-    has_times = all(x is not None for x in carried)
-    mode = args.tool_time if args.tool_time != "auto" else ("carried" if has_times else "measure")
-    if mode == "carried" and not has_times:
-        raise BadInput(f"--tool-time carried: {args.attempts_file} carries no tool_seconds (extract_attempts.py "
-                       "--measure-tools)")
+    mode = tool_time_mode(args.tool_time, carried, args.attempts_file, BadInput)
     problems = plan(attempts, caps, args.base, carried if mode == "carried" else None)
-    if mode == "measure":
+    if mode == "measure" and measure:
         from attempts import measure_tool_times
         from solver.sandbox.pool import create_sandbox
 
@@ -969,11 +972,35 @@ def log_engine() -> None:
     logging.getLogger("solver.engines").setLevel(logging.INFO)
 
 
+def dry_run(args: argparse.Namespace) -> int:
+    """``--dry-run``: the slice planned (where the attempts file is here, its calls not measured), the config of the
+    day, the model; nothing started."""
+    dry = args.dry
+    dry.engine(args.base, BadInput)
+    if args.attempts_here:
+        problems, mode = load_plan(args, measure=False)
+        config = day_config(args, len(problems))
+        ids = ", ".join(rs[0].problem.id for rs in problems)
+        dry.add(f"slice: {len(problems)} problems x {args.attempts} attempts ({ids}), "
+                f"tool time {mode}{' (not measured in a dry run)' if mode == 'measure' else ''}")
+    else:
+        config = day_config(args, len([p for p in args.problem_ids.split(",") if p.strip()]) or args.problems)
+        dry.add(f"slice: {args.problem_ids or f'the first {args.problems} problems'} x {args.attempts} attempts "
+                "(the attempts file is not here: not planned)")
+    total = config.budget.total_s
+    dry.add(f"rules {args.rules}; budget {'none' if total is None else f'{total:.0f} s'}; engine args "
+            f"{json.dumps(config.engine.args, sort_keys=True)}"
+            + ("; --estimate: the time model's play" if args.estimate else ""))
+    return dry.print()
+
+
 def main(argv: list[str] | None = None) -> int:
     from solver.recordings import TraceError
 
     try:
         args = parse(argv)
+        if args.dry is not None:
+            return dry_run(args)
         if not args.gpu:
             for key, value in args.base.engine.env.items():
                 os.environ.setdefault(key, str(value))

@@ -410,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers to this JSON file")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="config override for every contender, e.g. --set engine.args.stream_interval=8")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="parse, plan and check (solver/commands/dryrun.py); start nothing")
     args = parser.parse_args(argv)
     problems_n = args.problems or (4 if args.gpu else 2)
     max_tokens = args.max_tokens or (1024 if args.gpu else 96)
@@ -425,20 +427,25 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--contenders: choose among {', '.join(sorted(CONTENDERS))}, not {args.contenders!r}")
     if args.json is not None and not args.json.parent.is_dir():
         parser.error(f"--json: no folder {args.json.parent}")
-    if not args.gpu:
+    if not args.gpu and not args.dry_run:
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    if not args.dry_run:
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     overrides = {"solve.reps": args.reps, "solve.workers": args.workers or args.reps,
                  "sampling.max_tokens": max_tokens, "sampling.max_total_tokens": total,
                  "sampling.max_turns": turns}
     if args.model:
         overrides["engine.model"] = args.model
-    if args.workload == "trace":  # each program runs alone: accumulated programs would repeat earlier waits
-        overrides.update({"sandbox.code_mode": "newest", "stop.stoppers": [], "stop.first_answer": False})
-        if args.code_kind == "sleep":  # waiting programs use no core: size the pool as beside a GPU
-            overrides["sandbox.workers"] = sandbox_workers
     try:
-        config = load_config(preset, overrides={**parse_overrides(args.overrides), **overrides})
+        given = parse_overrides(args.overrides)
+        if args.workload == "trace":
+            # Each program runs alone (accumulated programs would repeat earlier waits), shown as its repr: the
+            # ipython display (h100-gptoss) needs stateful sessions, and the trace's programs print nothing else.
+            overrides.update({"sandbox.code_mode": "newest", "sandbox.display": "repr", "stop.stoppers": [],
+                              "stop.first_answer": False})
+            if args.code_kind == "sleep":  # waiting programs use no core: size the pool as beside a GPU
+                overrides["sandbox.workers"] = sandbox_workers
+        config = load_config(preset, overrides={**given, **overrides})
     except ValueError as exc:
         parser.error(str(exc))
     if args.workload == "trace" and config.prompt.dialect not in ("fences", "harmony"):
@@ -455,6 +462,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"workload: model, {problems_n} problems x {args.reps} repetitions, up to {turns} turns of at most "
               f"{max_tokens} tokens ({total} per repetition), logprobs {config.sampling.logprobs}")
     problems = [replace(p, text=p.text + CODE_HINT) for p in load_problems("demo", limit=problems_n)]
+    if args.dry_run:
+        from solver.commands.dryrun import DryRun
+
+        dry = DryRun("engine.py")
+        try:
+            dry.engine(config)
+        except ValueError as exc:
+            parser.error(str(exc))
+        dry.add(f"contenders {', '.join(sorted(contenders))} and the raw engine on {len(problems)} problems; engine "
+                f"args {json.dumps(config.engine.args, sort_keys=True)}")
+        return dry.print()
     from solver.models import resolve_model
 
     model = resolve_model(config.engine.model)

@@ -29,7 +29,6 @@ import json
 import lzma
 import os
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -39,6 +38,7 @@ from typing import Any
 
 from attempts import STARTER_CELL, PlanError, Script, choose, recorded_code
 
+from solver.commands.dryrun import ignored, inside
 from solver.config import ConfigError
 from solver.files import atomic_write
 from solver.recordings import TraceError, json_lines, read_attempts
@@ -46,24 +46,6 @@ from solver.recordings import TraceError, json_lines, read_attempts
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = ROOT.parent / "shared" / "data" / "replay" / "gptoss120b_aimo3_dev.jsonl.xz"
 _COMPRESSORS = {".xz": lzma.compress, ".gz": gzip.compress, ".bz2": bz2.compress}
-
-
-def inside(path: Path, folder: Path) -> bool:
-    """
-    >>> inside(Path("/r/a/b.xz"), Path("/r")), inside(Path("/tmp/b.xz"), Path("/r"))
-    (True, False)
-    """
-    return path == folder or folder in path.parents
-
-
-def ignored(path: Path) -> bool:
-    """Whether git ignores ``path`` in this repository (so it can never be committed by accident)."""
-    try:
-        done = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", "--", str(path)], capture_output=True,
-                              timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
 
 
 def measure_tools(attempts: Sequence[Any], preset: str, workers: int | None) -> tuple[list[list[float]], str]:

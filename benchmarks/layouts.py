@@ -52,6 +52,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))  # the benchmarks import each other as top-level modules
 
 from solver.cluster.actor import EngineActor
+from solver.commands.dryrun import DryRun
 from solver.config import Config, ConfigError, load_config, parse_overrides
 from solver.files import atomic_write
 
@@ -287,23 +288,34 @@ def scaling_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tool-times-from", type=Path, default=None,
                         help="seconds per replayed call from an earlier scaling --json file (the same work as that "
                              "call, and no time spent measuring them)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="parse, plan and check (each layout's process too, with its GPUs); start nothing")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--result", type=Path, default=None, help=argparse.SUPPRESS)
     return parser
 
 
-def workload(rest: list[str]) -> argparse.Namespace:
-    """engine.py --workload real's own options (real_shape.parse), its config and its plan."""
+def workload(rest: list[str], dry: DryRun | None = None) -> argparse.Namespace:
+    """engine.py --workload real's own options (real_shape.parse), its config and its plan; ``tool_time`` resolved
+    as engine.py resolves it (``attempts.tool_time_mode``: ``auto`` is the extract's carried seconds when it has
+    them, else measure), and the plan made with the carried seconds when those are the ones used. ``dry``: a dry
+    run; an attempts file only on the GPU machine leaves ``plan`` None."""
     import real_shape
-    from attempts import Caps, PlanError, plan
+    from attempts import Caps, PlanError, plan, read_tool_seconds, tool_time_mode
 
     from solver.recordings import TraceError, read_attempts
 
     try:
-        args = real_shape.parse([*rest, "--contenders", "b1"])
+        args = real_shape.parse([*rest, "--contenders", "b1"], dry)
         only = tuple(p.strip() for p in args.problem_ids.split(",") if p.strip())
         args.caps = Caps(len(only) or args.problems, args.attempts, args.attempt_tokens, args.attempt_requests, only)
-        args.plan = plan(read_attempts(args.attempts_file), args.caps, args.config)
+        args.plan = None
+        if not args.attempts_here:
+            return args
+        carried = read_tool_seconds(args.attempts_file)
+        args.tool_time = tool_time_mode(args.tool_time, carried, args.attempts_file, real_shape.BadInput)
+        args.plan = plan(read_attempts(args.attempts_file), args.caps, args.config,
+                         carried if args.tool_time == "carried" else None)
     except (real_shape.BadInput, TraceError, PlanError, ConfigError) as exc:
         raise BadInput(str(exc).splitlines()[0]) from exc
     return args
@@ -322,9 +334,10 @@ def read_tool_times(path: Path) -> dict[str, float]:
 
 
 def tool_times(args: argparse.Namespace, given: Path | None) -> dict[str, float]:
-    """Seconds per replayed call: from ``given`` (an earlier call's), measured once here (re-executed in our
-    sandbox) or fixed; every layout's process then waits the same."""
-    from attempts import fixed_tool_times, key_of, measure_tool_times
+    """Seconds per replayed call: from ``given`` (an earlier call's), carried with the extract, measured once here
+    (re-executed in our sandbox) or fixed (``args.tool_time`` as ``workload`` resolved it); every layout's process
+    then waits the same."""
+    from attempts import carried_tool_times, fixed_tool_times, key_of, measure_tool_times
 
     if given is not None:
         times = read_tool_times(given)
@@ -335,6 +348,8 @@ def tool_times(args: argparse.Namespace, given: Path | None) -> dict[str, float]
             raise BadInput(f"--tool-times-from: {given} has no time for {len(missing)} of the {len(calls)} calls "
                            f"(e.g. {missing[0]}): another workload")
         return times
+    if args.tool_time == "carried":
+        return carried_tool_times(args.plan)
     if args.tool_time != "measure":
         return fixed_tool_times(args.plan, args.tool_s)
     from solver.sandbox.pool import create_sandbox
@@ -508,8 +523,19 @@ def scaling_child(opts: argparse.Namespace, args: argparse.Namespace) -> int:
 
     layout = parse_layout(opts.child)
     times = read_tool_times(opts.tool_times_from)
-    problems = with_tool_times(args.plan, times)
     config = layout_config(args, layout)
+    if args.dry is not None:
+        where = (f"{layout.size} engine actors on a local Ray, one GPU each" if layout.kind == "replicas" else
+                 "one in-process engine")
+        args.dry.gpus(config.engine.args, BadInput)  # the layout's engine, on the GPUs its process gets
+        args.dry.add(f"layout {layout.name}: {where}; GPUs visible to its process: "
+                     f"{','.join(gpus_here()) or 'none (CPU)'}; engine args "
+                     f"{json.dumps(config.engine.args, sort_keys=True)}")
+        if args.plan is not None:
+            args.dry.add(f"layout {layout.name}: {planned_tokens(with_tool_times(args.plan, times))} planned tokens, "
+                         f"{len(times)} call times")
+        return args.dry.print()
+    problems = with_tool_times(args.plan, times)
     run_dir = opts.out / layout.name.replace(":", "")
     if not args.gpu:
         for key, value in config.engine.env.items():
@@ -571,6 +597,8 @@ def scaling_rows(layouts: list[dict[str, Any]]) -> list[str]:
 
 def scaling(argv: list[str]) -> int:
     opts, rest = scaling_parser().parse_known_args(argv)
+    dry = DryRun("layouts.py scaling" + (f" (layout {opts.child}'s process)" if opts.child else "")) \
+        if opts.dry_run else None
     try:
         layouts = [parse_layout(x) for x in opts.layouts.split(",") if x.strip()]
         if not layouts:
@@ -581,8 +609,8 @@ def scaling(argv: list[str]) -> int:
         if opts.json is not None and not opts.json.parent.is_dir():
             raise BadInput(f"--json: no folder {opts.json.parent}")
         probe_settings(opts)  # bad --probes or --probe-tokens fail here
-        args = workload(rest)
-        if opts.fault > len(args.plan):
+        args = workload(rest, dry)
+        if args.plan is not None and opts.fault > len(args.plan):
             raise BadInput(f"--fault {opts.fault}: the workload has {len(args.plan)} problems")
         if opts.child is not None:
             return scaling_child(opts, args)
@@ -590,6 +618,15 @@ def scaling(argv: list[str]) -> int:
         taken = [x.name for x in layouts if opts.out is not None and (opts.out / x.name.replace(":", "")).exists()]
         if taken:
             raise BadInput(f"--out {opts.out} already holds a run of {taken[0]}: choose another --out")
+        time_model = opts.time_model or ("h100-gptoss" if args.gpu else "tiny")
+        try:
+            from solver.timing.model import load_time_model
+
+            load_time_model(time_model)  # an unknown --time-model fails now, not after the layouts ran
+        except ConfigError as exc:
+            raise BadInput(f"--time-model: {str(exc).splitlines()[0]}") from exc
+        if dry is not None:
+            return scaling_dry_run(opts, argv, args, layouts, envs, time_model, dry)
     except BadInput as exc:
         print(f"layouts.py scaling: error: {exc}", file=sys.stderr)
         return 2
@@ -607,7 +644,6 @@ def scaling(argv: list[str]) -> int:
     print(f"workload: {args.caps.line()}: {work['requests']} requests ({work['calls']} calls), {work['tokens']} "
           f"decoded tokens, contexts up to {work['context_max']}, tool time {work['tool_s']:.1f} s; engine "
           f"{args.config.engine.model}, {json.dumps(args.config.engine.args, sort_keys=True)}; runs in {out}")
-    time_model = opts.time_model or ("h100-gptoss" if args.gpu else "tiny")
     rows: list[dict[str, Any]] = []
 
     def save() -> None:  # after each layout: a call cut off at its limit still returns what it measured
@@ -659,6 +695,49 @@ def scaling(argv: list[str]) -> int:
                                                             for r in rows) else 1
 
 
+def scaling_dry_run(opts: argparse.Namespace, argv: list[str], args: argparse.Namespace, layouts: list[LayoutSpec],
+                    envs: dict[str, dict[str, str]], time_model: str, dry: DryRun) -> int:
+    """``scaling --dry-run``: the tool times' source and the prediction's layout per layout, then each layout's
+    process started as the run starts it (its environment, so its GPUs; the same arguments) with ``--dry-run``: it
+    parses and plans what it would run. No engine, no sandbox, nothing measured."""
+    from attempts import fixed_tool_times
+
+    from solver.timing.model import layout_name, load_time_model
+
+    dry.model(args.config.engine.model, BadInput)
+    given = opts.tool_times_from
+    if given is not None and not dry.present(given, "--tool-times-from", BadInput):
+        given = None
+    if args.plan is None:
+        times: dict[str, float] = read_tool_times(given) if given is not None else {}
+        dry.add(f"workload: {args.caps.line()} (the attempts file is not here: not planned)")
+    elif given is None and args.tool_time == "measure":
+        times = fixed_tool_times(args.plan, 0.0)
+        dry.add(f"tool times: {len(times)} recorded calls would be re-executed here first (not in a dry run)")
+    else:
+        times = tool_times(args, given)
+        dry.add(f"tool times: {len(times)} calls, {sum(times.values()):.1f} s in all")
+    model = load_time_model(time_model)
+    for layout in layouts:
+        name = layout_name(layout_config(args, layout).engine.args)
+        try:
+            model.layout(name)
+            dry.add(f"layout {layout.name}: predicted on time model {model.name}, layout {name}")
+        except ConfigError as exc:
+            dry.add(f"layout {layout.name}: no prediction ({str(exc).splitlines()[0]})")
+    dry.print()
+    codes = []
+    with tempfile.TemporaryDirectory() as tmp:
+        times_file = Path(tmp) / "tool_times.json"
+        times_file.write_text(json.dumps(times))
+        out = opts.out or Path(tmp) / "runs"
+        for layout in layouts:
+            child = [*argv, "--child", layout.name, "--tool-times-from", str(times_file), "--result",
+                     str(Path(tmp) / "result.json"), "--out", str(out)]
+            codes.append(run_child(["scaling", *child], envs[layout.name], 120.0))
+    return max(codes, default=0)
+
+
 def probe_rows(rows: list[dict[str, Any]]) -> str:
     """The seed's table from layouts that ran the probes (or from seed's rows): per layout its start, KV tokens and
     decode tok/s at each number of sequences."""
@@ -700,6 +779,7 @@ def engine_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--timeout", type=float, default=560.0, help="seconds per engine's process")
+    parser.add_argument("--dry-run", action="store_true", help="parse, plan and check; start nothing")
     return parser
 
 
@@ -756,6 +836,20 @@ async def seed_engine(config: Config, seqs: list[int], prompt: int, decode: int,
         await engine.close()
 
 
+def seed_env(gpus: list[str], size: int) -> dict[str, str]:
+    """The environment of the seed's process for tensor-parallel size ``size``: the first ``size`` of the parent's
+    GPUs (all of this machine's on a CPU machine: none), this folder on the path.
+
+    >>> env = seed_env(["0", "1"], 1); env["CUDA_VISIBLE_DEVICES"], str(HERE) in env["PYTHONPATH"]
+    ('0', True)
+    """
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(x for x in (str(HERE), str(HERE.parent),
+                                                                  os.environ.get("PYTHONPATH", "")) if x))
+    if gpus:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus[:size])
+    return env
+
+
 def seed(argv: list[str]) -> int:
     parser = engine_parser("layouts.py seed")
     parser.add_argument("--tp", default="1,2", help="tensor-parallel sizes, each its own engine and process")
@@ -776,11 +870,29 @@ def seed(argv: list[str]) -> int:
         if args.json is not None and not args.json.parent.is_dir():
             raise BadInput(f"--json: no folder {args.json.parent}")
         gpus = gpus_here()
-        if gpus and max(sizes) > len(gpus):
-            raise BadInput(f"--tp {max(sizes)} needs {max(sizes)} GPUs; {len(gpus)} visible")
+        # The parent sees the machine's GPUs and checks every size; a child sees only its own size's GPUs
+        # (seed_env), so it checks its own size alone.
+        wanted = sizes if args.child is None else [args.child]
+        if gpus and max(wanted) > len(gpus):
+            raise BadInput(f"--tp {max(wanted)} needs {max(wanted)} GPUs; {len(gpus)} visible")
+        if args.dry_run:
+            dry = DryRun("layouts.py seed" + (f" (tp{args.child}'s process)" if args.child is not None else ""))
+            dry.model(config.engine.model, BadInput)
     except (BadInput, ConfigError, ValueError) as exc:
         print(f"layouts.py seed: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
+    if args.dry_run and args.child is not None:
+        dry.add(f"tp{args.child}: one engine, tensor_parallel_size {args.child}, on GPUs "
+                f"{','.join(gpus) or 'none (CPU)'}; decode at {seqs} sequences, {args.prompt_tokens}-token prompts, "
+                f"{args.decode} decoded")
+        return dry.print()
+    if args.dry_run:  # the parent's report, then each size's process as the run starts it, with its GPUs
+        dry.add(f"tensor-parallel sizes {sizes}, each its own process")
+        dry.print()
+        with tempfile.TemporaryDirectory() as tmp:
+            codes = [run_child(["seed", *argv, "--child", str(size), "--result", str(Path(tmp) / "r.json")],
+                               seed_env(gpus, size), 120.0) for size in sizes]
+        return max(codes)
     if args.child is not None:
         config = config.replace({"engine.args.tensor_parallel_size": args.child})
         if not args.gpu:
@@ -795,12 +907,9 @@ def seed(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for size in sizes:
             result = Path(tmp) / f"tp{size}.json"
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join(x for x in (str(HERE), str(HERE.parent),
-                                                                          os.environ.get("PYTHONPATH", "")) if x))
-            if gpus:
-                env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus[:size])
             print(f"tp{size}: starting", file=sys.stderr, flush=True)
-            code = run_child(["seed", *argv, "--child", str(size), "--result", str(result)], env, args.timeout)
+            code = run_child(["seed", *argv, "--child", str(size), "--result", str(result)], seed_env(gpus, size),
+                             args.timeout)
             rows.append(json.loads(result.read_text()) if code == 0 and result.is_file()
                         else {"tp": size, "error": f"its process exited {code}"})
     print(f"engine {config.engine.model or 'tiny'}, prompts {args.prompt_tokens} tokens, {args.decode} decoded each; "
@@ -959,6 +1068,22 @@ def load_main(argv: list[str]) -> int:
             raise BadInput(f"--replicas {args.replicas} needs {args.replicas} GPUs; {len(gpus)} visible")
         if args.json is not None and not args.json.parent.is_dir():
             raise BadInput(f"--json: no folder {args.json.parent}")
+        if args.dry_run:
+            from solver.engines.launch import LaunchError, plan_servers
+
+            dry = DryRun("layouts.py load")
+            dry.model(config.engine.model, BadInput)
+            try:
+                specs = plan_servers(config, config.engine.model or "tiny", servers=args.replicas, gpus=gpus)
+            except LaunchError as exc:
+                raise BadInput(str(exc)) from exc
+            for side in sides:
+                dry.add(f"{side}: {args.replicas} engines" + (
+                    f" (servers on GPUs {', '.join(s.devices or 'none' for s in specs)})" if side == "serve" else
+                    " (engine actors on a local Ray, one GPU each)"))
+            dry.add(f"{args.requests} requests of {args.prompt_tokens} prompt + {args.max_tokens} tokens, "
+                    f"{args.concurrency} in flight per engine")
+            return dry.print()
     except (BadInput, ConfigError, ValueError) as exc:
         print(f"layouts.py load: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2

@@ -26,7 +26,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from solver.config import parse_overrides
-from solver.config import ConfigError, load_config
+from solver.config import Config, ConfigError, load_config
 from solver.types import GenerationRequest
 
 
@@ -51,14 +51,33 @@ async def one(engine, i: int, prompt_tokens: int, max_tokens: int) -> Outcome:
     return Outcome(i, tokens, finish, error)
 
 
+def pressure_config(args: argparse.Namespace) -> Config:
+    """The preset with ``--set`` and ``--model``; ConfigError (one line) on a bad one."""
+    overrides = parse_overrides(args.set)
+    if args.model:
+        overrides["engine.model"] = args.model
+    return load_config(args.preset, overrides=overrides)
+
+
+def dry_run(args: argparse.Namespace) -> int:
+    """``--dry-run``: the config and the model checked, the pressure planned; no engine."""
+    from solver.commands.dryrun import DryRun
+
+    config = pressure_config(args)
+    dry = DryRun("pressure.py")
+    dry.engine(config, ConfigError)
+    blocks = config.engine.args.get("num_gpu_blocks_override")
+    dry.add(f"{args.requests} requests x ({args.prompt_tokens} prompt + {args.max_tokens} generated) = "
+            f"{args.requests * (args.prompt_tokens + args.max_tokens)} tokens of KV cache wanted at once, into "
+            + (f"{blocks} blocks" if blocks else "the engine's own cache"))
+    return dry.print()
+
+
 async def run(args: argparse.Namespace) -> int:
     from solver.engines.vllm_async import open_vllm_engine
     from solver.engines.vllm_metrics import UsageSampler
 
-    overrides = parse_overrides(args.set)
-    if args.model:
-        overrides["engine.model"] = args.model
-    config = load_config(args.preset, overrides=overrides)
+    config = pressure_config(args)
     started = time.perf_counter()
     engine = await open_vllm_engine(config)
     try:
@@ -101,11 +120,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--interval", type=float, default=0.1, help="seconds between metric polls")
     p.add_argument("--json", default=None, help="write the report here too")
     p.add_argument("--expect-preemption", action="store_true", help="exit 1 if the engine preempted nothing")
+    p.add_argument("--dry-run", action="store_true", help="parse, plan and check (solver/commands/dryrun.py); "
+                   "start nothing")
     args = p.parse_args(argv)
     if min(args.requests, args.prompt_tokens, args.max_tokens) < 1 or args.interval <= 0:
         print("error: --requests, --prompt-tokens, --max-tokens and --interval must be positive", file=sys.stderr)
         return 2
     try:
+        if args.dry_run:
+            return dry_run(args)
         return asyncio.run(run(args))
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -188,6 +188,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="engine override, e.g. --set engine.args.gpu_memory_utilization=0.95")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="parse, plan and check (solver/commands/dryrun.py); start nothing")
     args = parser.parse_args(argv)
     if args.quick:
         args.seqs, args.contexts, args.decode = 4, "256,512", 16
@@ -227,6 +229,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parse(argv)
+        if args.dry_run:
+            from solver.commands.dryrun import DryRun
+
+            dry = DryRun("probes.py")
+            dry.engine(args.config, BadInput)
+            dry.add(f"probes {', '.join(args.keys)}: {args.seqs} sequences, contexts {args.contexts}; engine args "
+                    f"{json.dumps(args.config.engine.args, sort_keys=True)}")
+            return dry.print()
     except BadInput as exc:
         print(f"probes.py: error: {exc}", file=sys.stderr)
         return 2

@@ -38,10 +38,11 @@ from pathlib import Path
 from typing import Any
 
 from attempts import (Caps, PlanError, RecordedOutputs, Replay, ReplayEngine, Script, fixed_tool_times,
-                      TOOL_TIME_MODES, measure_tool_times, plan, read_tool_seconds, tool_time_seconds,
+                      TOOL_TIME_MODES, measure_tool_times, plan, read_tool_seconds, tool_time_mode, tool_time_seconds,
                       with_tool_times)
 from timeline import RequestRecord, Sampler, ServerMetrics, Timeline, TimedEngine, in_process_reader
 
+from solver.commands.dryrun import DryRun
 from solver.config import Config, ConfigError, from_dict, load_config
 from solver.engines.vllm_metrics import Usage
 from solver.files import atomic_write
@@ -355,7 +356,9 @@ def print_report(results: list[Result], problems: list[list[Replay]]) -> dict[st
     return found
 
 
-def parse(argv: list[str] | None) -> argparse.Namespace:
+def parse(argv: list[str] | None, dry: DryRun | None = None) -> argparse.Namespace:
+    """The options, checked, with ``config`` built; ``dry`` (or ``--dry-run``): the dry run that records what it
+    skipped (an attempts file only on the GPU machine: ``attempts_here`` False)."""
     parser = argparse.ArgumentParser(prog="engine.py --workload real", description=__doc__.splitlines()[0])
     parser.add_argument("--workload", choices=("real",), default="real")
     parser.add_argument("--attempts-file", type=Path, default=DEFAULT_ATTEMPTS_FILE,
@@ -384,7 +387,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", type=Path, default=None, help="also write the result and timelines here")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="config override, e.g. --set engine.args.gpu_memory_utilization=0.95")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="parse, plan and check, start nothing (solver/commands/dryrun.py)")
     args = parser.parse_args(argv)
+    args.dry = dry if dry is not None else DryRun("engine.py --workload real") if args.dry_run else None
     args.keys = [k.strip() for k in args.contenders.split(",") if k.strip()]
     if not args.keys or not set(args.keys) <= set(CONTENDERS):
         raise BadInput(f"--contenders: choose among {', '.join(CONTENDERS)}, not {args.contenders!r}")
@@ -395,7 +401,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
             raise BadInput(f"--{name.replace('_', '-')} must be >= 1")
     if args.tool_time not in TOOL_TIME_MODES:
         args.tool_s = tool_time_seconds(args.tool_time, BadInput)
-    if not args.attempts_file.is_file():
+    args.attempts_here = args.dry.present(args.attempts_file, "--attempts-file", BadInput) if args.dry else True
+    if args.attempts_here and not args.attempts_file.is_file():
         raise BadInput(f"--attempts-file: no file {args.attempts_file}")
     if args.json is not None and not args.json.parent.is_dir():
         raise BadInput(f"--json: no folder {args.json.parent}")
@@ -417,6 +424,28 @@ def tool_source(args: argparse.Namespace) -> str:
                                                                             f"{getattr(args, 'tool_s', 0)} s per call")
 
 
+def dry_run(args: argparse.Namespace, caps: Caps) -> int:
+    """``--dry-run``: the plan as the run makes it (where the attempts file is here), the tool time's source, the
+    model and the contenders; nothing measured, no engine."""
+    from solver.recordings import read_attempts
+
+    dry = args.dry
+    dry.engine(args.config, BadInput)
+    if args.attempts_here:
+        carried = read_tool_seconds(args.attempts_file)
+        args.tool_time = tool_time_mode(args.tool_time, carried, args.attempts_file, BadInput)
+        problems = plan(read_attempts(args.attempts_file), caps, args.config,
+                        carried if args.tool_time == "carried" else None)
+        work = summary(problems)
+        dry.add(f"workload: {caps.line()}: {work['requests']} requests ({work['calls']} calls), {work['tokens']} "
+                f"decoded tokens; tool time {tool_source(args)}")
+    else:
+        dry.add(f"workload: {caps.line()} (the attempts file is not here: not planned)")
+    dry.add(f"contenders {', '.join(args.keys)} on {args.config.engine.name}, engine args "
+            f"{json.dumps(args.config.engine.args, sort_keys=True)}")
+    return dry.print()
+
+
 def main(argv: list[str] | None = None) -> int:
     from solver.recordings import TraceError, read_attempts
 
@@ -425,13 +454,10 @@ def main(argv: list[str] | None = None) -> int:
         only = tuple(p.strip() for p in args.problem_ids.split(",") if p.strip())
         config, caps = args.config, Caps(len(only) or args.problems, args.attempts, args.attempt_tokens,
                                          args.attempt_requests, only)
+        if args.dry is not None:
+            return dry_run(args, caps)
         carried = read_tool_seconds(args.attempts_file)
-        has_times = all(x is not None for x in carried)
-        if args.tool_time == "carried" and not has_times:
-            raise BadInput(f"--tool-time carried: {args.attempts_file} carries no tool_seconds (write the extract "
-                           "with extract_attempts.py --measure-tools)")
-        if args.tool_time == "auto":
-            args.tool_time = "carried" if has_times else "measure"
+        args.tool_time = tool_time_mode(args.tool_time, carried, args.attempts_file, BadInput)
         problems = plan(read_attempts(args.attempts_file), caps, config,
                         carried if args.tool_time == "carried" else None)
     except (BadInput, TraceError, PlanError, ConfigError) as exc:

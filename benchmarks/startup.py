@@ -144,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--log-dir", default=None, help="where each trial's full log goes (default a temp folder)")
     p.add_argument("--timeout", type=float, default=550.0, help="seconds per trial")
     p.add_argument("--json", default=None, help="write the trials here too")
+    p.add_argument("--dry-run", action="store_true", help="parse, plan and check (solver/commands/dryrun.py); "
+                   "start nothing")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -156,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         overrides = parse_overrides(args.set)
         if args.model:
             overrides["engine.model"] = args.model
-        load_config(args.preset, overrides=overrides)
+        config = load_config(args.preset, overrides=overrides)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -171,6 +173,18 @@ def main(argv: list[str] | None = None) -> int:
     if "cold" in names and args.cache_dir and Path(args.cache_dir).exists() and any(Path(args.cache_dir).iterdir()):
         print(f"error: the cold trial needs an empty --cache-dir; {args.cache_dir} holds files", file=sys.stderr)
         return 2
+    if args.dry_run:
+        from solver.commands.dryrun import DryRun
+
+        dry = DryRun("startup.py")
+        try:
+            dry.engine(config, ConfigError)
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        dry.add(f"trials {', '.join(names)}, each a fresh process; compile cache "
+                f"{args.cache_dir or 'a new temp folder'}; logs {args.log_dir or 'a temp folder'}")
+        return dry.print()
     log_dir = Path(args.log_dir or tempfile.mkdtemp(prefix="startup-logs-"))
     log_dir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="startup-cache-"))

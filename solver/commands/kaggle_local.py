@@ -35,6 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--limit", type=int, default=None, help="only the first N problems")
     parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                         help="total time for the set (default: the competition's 5 h)")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="parse, plan and check everything (config, names, problems, gateway), then exit: no "
+                             "engine starts, nothing is written (solver/commands/dryrun.py)")
     add_config_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -59,6 +62,17 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{out} is not empty; choose another --out")
     server_class = find_server(comp, args.gateway)
     config = config.replace({"budget.problems": len(problems)})
+    if args.dry_run:
+        from solver.commands.dryrun import DryRun
+        from solver.loop.parts import prepare_run
+
+        dry = DryRun("solver kaggle-local")
+        prepare_run(config, find_model=lambda model: dry.model(model, ConfigError))
+        dry.gpus(config.engine.args, ConfigError)
+        dry.add(f"{len(problems)} problems one at a time through the "
+                f"{'competition' if server_class is not None else 'rehearsal'} gateway ({comp.name}), the set in "
+                + (f"{args.time_limit:.0f} s" if args.time_limit else "the competition's time") + f"; output {out}")
+        return dry.print()
     # Checks every name and the model path (prepare_run) before OUT exists or anything loads.
     # Absolute: the real gateway runs with OUT as its working directory.
     predictor = KagglePredictor(config, comp, run_dir=out.resolve() / "run", total_s=args.time_limit)

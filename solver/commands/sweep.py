@@ -53,6 +53,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     plan.add_argument("--check", type=Path, nargs="+", default=None, metavar="RUN_DIR",
                       help="instead of a sweep: play measured runs' own attempts as --plan does and compare with their "
                            "measured time (exit 1 when one is off by more than 10 %%); runs without a stopping rule")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="parse, plan and check the sweep as written (spec, config, problems, runs, model, the "
+                             "cluster's engines against the GPUs visible), then exit: nothing starts, nothing is "
+                             "written (solver/commands/dryrun.py)")
     add_base_config_arguments(parser)
     add_cluster_arguments(parser)
     parser.set_defaults(func=run)
@@ -77,11 +81,15 @@ def spec_data(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def plan(args: argparse.Namespace, spec: Any, base: Any, problems: Any) -> int:
-    """``--plan``: the estimate of the sweep's generation on the GPUs asked for, printed; nothing runs."""
+    """``--plan``: the estimate of the sweep's generation on the GPUs asked for, printed, with the layout it runs on
+    and why; nothing runs. With ``--gpus G`` and neither ``--layout``, ``--cluster`` nor a parallel layout in the
+    engine arguments, every layout of the time model that fits G GPUs is estimated and the one that ends soonest
+    is picked (``pick_layout``)."""
     from solver.cluster.spec import parse_cluster
     from solver.config import ConfigError
-    from solver.offline.sweep import Hardware, SweepError, estimate_sweep, run_dirs, shapes_from_runs, time_model_of
-    from solver.timing.model import layout_name
+    from solver.offline.sweep import (Hardware, SweepError, estimate_sweep, fitting_layouts, pick_layout, run_dirs,
+                                      shapes_from_runs, time_model_of)
+    from solver.timing.model import ONE_GPU, layout_args, layout_name
 
     sources = args.plan_from or run_dirs(args.out)
     if not sources:
@@ -90,22 +98,82 @@ def plan(args: argparse.Namespace, spec: Any, base: Any, problems: Any) -> int:
     if args.gpus is not None and args.gpus < 1:
         raise SweepError(f"--gpus must be >= 1, got {args.gpus}")
     model = time_model_of(base, args.time_model)
-    name = args.layout or layout_name(base.engine.args)
+    configured = layout_name(base.engine.args)
+    name = args.layout or configured
     gpus = args.gpus
     cluster = parse_cluster(args.cluster, args.actors) if args.cluster else None
     if gpus is None and cluster is not None and cluster.actors is not None:
         gpus = cluster.actors * model.layout(name).gpus
-    try:
-        hardware = Hardware.of(model, name, gpus)
-    except ConfigError as exc:
-        raise SweepError(str(exc)) from exc
-    estimate = estimate_sweep(spec, base, problems, shapes_from_runs(sources, base), hardware,
+    shapes = shapes_from_runs(sources, base)
+
+    def on(layout: str) -> Any:
+        try:
+            hardware = Hardware.of(model, layout, gpus)
+        except ConfigError as exc:
+            raise SweepError(str(exc)) from exc
+        return estimate_sweep(spec, base, problems, shapes, hardware,
                               cluster=cluster is not None or hardware.engines > 1)
+
+    if args.layout is None and configured == ONE_GPU and cluster is None and gpus is not None:
+        candidates = [on(n) for n in fitting_layouts(model, gpus)]
+        estimate, why = pick_layout(candidates)
+        print(f"plan: layout {estimate.hardware.layout} on {gpus} GPU{'s' if gpus > 1 else ''}, picked among "
+              f"time model {model.name}'s layouts that fit: {why}")
+    else:
+        estimate = on(name)
+        why = (f"--layout {args.layout}" if args.layout else
+               f"--cluster {args.cluster}: its engines in the engine arguments' layout" if cluster is not None else
+               "the engine arguments" if configured != ONE_GPU else "one engine (no --gpus, --cluster or --layout)")
+        print(f"plan: layout {estimate.hardware.layout}: {why}")
     for line in estimate.lines():
         print(line)
+    hardware = estimate.hardware
+    sets = " ".join(f"--set engine.args.{k}={v}" for k, v in layout_args(hardware.layout).items()
+                    if base.engine.args.get(k) != v)
     if hardware.engines > 1 and cluster is None:
-        print(f"plan: {hardware.engines} engines: run it with --cluster local:{hardware.engines}")
+        print(f"plan: {hardware.engines} engines: run it with --cluster local:{hardware.engines}"
+              + (f" {sets}" if sets else ""))
+    elif sets:
+        print(f"plan: run it with {sets}")
     return 0
+
+
+def dry_run(args: argparse.Namespace, spec: Any, base: Any, problems: Any) -> int:
+    """``--dry-run``: the sweep's runs planned (and each run folder already there checked for reuse), the model
+    found, the cluster's engines counted against the GPUs this machine shows (``--cluster``'s rule,
+    ``actor_count``); with ``--plan``, the estimate too. Nothing starts, nothing is written."""
+    from solver.cluster.spec import actor_count, parse_cluster
+    from solver.commands.dryrun import DryRun
+    from solver.config import ConfigError, gpus_per_engine
+    from solver.engines.launch import visible_gpus
+    from solver.offline.sweep import SweepError, plan_runs, reusable_config
+
+    dry = DryRun("solver sweep")
+    runs = plan_runs(spec, base, args.out)
+    for planned in runs:
+        reusable_config(planned)  # a folder holding other settings is the same error as in a real run
+    dry.add(f"{len(runs)} generation runs ({', '.join(r.run_dir.name for r in runs)}): {len(problems)} problems x "
+            f"{spec.max_reps} repetitions each, into {args.out}")
+    if not args.offline and base.engine.name == "vllm":
+        dry.model(base.engine.model, ConfigError)
+    if args.cluster:
+        cluster = parse_cluster(args.cluster, args.actors)
+        gpus, each = visible_gpus(), gpus_per_engine(base.engine.args)
+        if gpus:
+            count = actor_count(cluster, float(len(gpus)), each)
+            dry.add(f"--cluster {args.cluster}: {count} engine actors of {each} GPU{'s' if each > 1 else ''} on the "
+                    f"{len(gpus)} GPUs visible ({','.join(gpus)})")
+        else:
+            dry.add(f"--cluster {args.cluster}: no GPU visible here, so the engines are not counted against GPUs")
+    elif not args.offline:
+        dry.gpus(base.engine.args, ConfigError)  # one engine in this process
+    if args.plan:
+        missing = [d for d in args.plan_from if not dry.present(d, "--plan-from", SweepError)]
+        if missing:  # runs an earlier command of the same call makes there: the estimate waits for them
+            dry.add("--plan: not estimated here (its recorded runs are not on this machine)")
+        else:
+            plan(args, spec, base, problems)
+    return dry.print()
 
 
 def check(args: argparse.Namespace) -> int:
@@ -136,6 +204,8 @@ def run(args: argparse.Namespace) -> int:
     base = load_config(spec.preset, spec.config_file, spec.overrides)
     problems = load_problems(spec.data, limit=spec.limit)
     check_spec(spec, base)
+    if args.dry_run:
+        return dry_run(args, spec, base, problems)
     if args.plan:
         return plan(args, spec, base, problems)
     runs = plan_runs(spec, base, args.out)

@@ -10,6 +10,7 @@ here they are only found.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from solver.config import Config
@@ -36,8 +37,10 @@ class RunParts:
         return cls(config, Rules.of(config), PromptTemplate.load(config.prompt.template))
 
 
-def prepare_run(config: Config) -> RunParts:
+def prepare_run(config: Config, *, find_model: Callable[[str | None], object] | None = None) -> RunParts:
     """Resolve and check everything ``config`` names (module docstring); the parts its solvers are made of.
+    ``find_model``: how the model is found (default ``solver.models.resolve_model``; a dry run passes its own,
+    which skips a model only on the machine the command is written for, solver.commands.dryrun).
 
     >>> prepare_run(Config().replace({"engine.name": "replay"}))
     Traceback (most recent call last):
@@ -53,7 +56,7 @@ def prepare_run(config: Config) -> RunParts:
     if config.engine.name == "vllm":
         from solver.models import resolve_model
 
-        resolve_model(config.engine.model)  # a missing model path fails here
+        (find_model or resolve_model)(config.engine.model)  # a missing model path fails here
         if config.sampling.extra:
             from solver.engines.vllm_async import check_sampling_extra
 

@@ -115,6 +115,31 @@ def layout_name(engine_args: dict[str, Any]) -> str:
     return f"tp{tp}" + (f"-pp{pp}" if pp > 1 else "") + (f"-dp{dp}" if dp > 1 else "")
 
 
+def layout_args(name: str) -> dict[str, int]:
+    """The engine arguments that ask vLLM for layout ``name`` (``layout_name`` read back); ConfigError otherwise.
+
+    >>> layout_args("tp1"), layout_args("tp2"), layout_args("tp1-dp2")
+    ({}, {'tensor_parallel_size': 2}, {'data_parallel_size': 2})
+    >>> all(layout_name(layout_args(n)) == n for n in ("tp1", "tp2", "tp4-pp2", "tp2-dp4"))
+    True
+    >>> layout_args("replicas:2")
+    Traceback (most recent call last):
+    ...
+    solver.errors.ConfigError: layout 'replicas:2' is not tpN[-ppN][-dpN]
+    """
+    keys = {"tp": "tensor_parallel_size", "pp": "pipeline_parallel_size", "dp": "data_parallel_size"}
+    out: dict[str, int] = {}
+    for part in name.split("-"):
+        key, size = part[:2], part[2:]
+        if key not in keys or not size.isdigit() or int(size) < 1 or keys[key] in out:
+            raise ConfigError(f"layout {name!r} is not tpN[-ppN][-dpN]")
+        if int(size) > 1:
+            out[keys[key]] = int(size)
+    if not name.startswith("tp"):
+        raise ConfigError(f"layout {name!r} is not tpN[-ppN][-dpN]")
+    return out
+
+
 @dataclass(frozen=True)
 class EngineTimeModel:
     """One engine setting's speed (see the module docstring for how the numbers are used).

@@ -62,3 +62,65 @@ def test_two_replicas_solve_the_real_shape_and_survive_a_killed_engine(real_atte
     assert death["actor"] == "engine-1" and "EngineDied" in death["reason"]
     assert "fault (replicas:2, 2 problems" in done.stdout and "PASSED" in done.stdout
     assert "check " in done.stdout  # the time model's prediction of the run, beside the measurement
+
+
+# -- the GPU commands' argument paths, on the CPU (issue: each met first on the GPU) --
+
+
+@pytest.fixture(scope="module")
+def carried_extract(real_attempts_path, tmp_path_factory):
+    """2 problems x 2 attempts of the real file, each request carrying 0.5 s of measured tool time, as an extract
+    written with ``extract_attempts.py --measure-tools`` carries them."""
+    from test_benchmarks_day import write_extract
+
+    return write_extract(real_attempts_path, tmp_path_factory.mktemp("layouts") / "x.jsonl.xz",
+                         ("aimo3-15245", "aimo3-160"), 2, 0.5)
+
+
+def test_scaling_without_tool_time_takes_the_extracts_seconds(carried_extract):
+    """``scaling`` with no ``--tool-time`` (the GPU command as written): the parent's tool times, read before any
+    layout's process starts, are the extract's carried seconds (before: AttributeError on ``args.tool_s``)."""
+    layouts = importlib.import_module("layouts")
+    args = layouts.workload(["--attempts-file", str(carried_extract), "--problems", "2", "--attempts", "2",
+                             "--attempt-tokens", "300"])
+    times = layouts.tool_times(args, None)
+    calls = [s for rs in args.plan for r in rs for s in r.steps if s.call]
+    assert args.tool_time == "carried" and calls and len(times) == len(calls)
+    assert set(times.values()) == {0.5}
+    fixed = layouts.workload(["--attempts-file", str(carried_extract), "--problems", "2", "--attempts", "2",
+                              "--attempt-tokens", "300", "--tool-time", "0.05"])
+    assert set(layouts.tool_times(fixed, None).values()) == {0.05}
+
+
+def test_scaling_dry_run_runs_each_layouts_process_with_its_gpus(carried_extract, monkeypatch, capfd):
+    """The scaling parent as the GPU command runs it (no ``--tool-time``, two GPUs visible), with ``--dry-run``:
+    each layout's process is started as in a run, with its own GPUs, and plans its part; nothing starts."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    layouts = importlib.import_module("layouts")
+    code = layouts.main(["scaling", "--layouts", "one,replicas:2", "--attempts-file", str(carried_extract),
+                         "--problems", "2", "--attempts", "2", "--attempt-tokens", "300", "--fault", "2",
+                         "--dry-run"])
+    out = capfd.readouterr().out
+    assert code == 0, out
+    assert "layout one: one in-process engine; GPUs visible to its process: 0;" in out
+    assert "layout replicas:2: 2 engine actors on a local Ray, one GPU each; GPUs visible to its process: 0,1;" in out
+    assert "tool times: " in out and "layout one: predicted on time model tiny, layout tp1" in out
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert layouts.main(["scaling", "--layouts", "one,replicas:2", "--attempts-file", str(carried_extract),
+                         "--problems", "2", "--attempts", "2", "--dry-run"]) == 2
+    assert "layout replicas:2 needs 2 GPUs; 1 visible" in capfd.readouterr().err
+
+
+def test_seed_children_each_check_only_their_own_size(monkeypatch, capfd):
+    """``seed --tp 1,2`` on two GPUs: the TP1 process sees one GPU (its ``CUDA_VISIBLE_DEVICES``) and must not
+    refuse the list for TP2 (before: "--tp 2 needs 2 GPUs; 1 visible", exit 2, the TP1 row lost); the parent, seeing
+    two, checks the whole list."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    layouts = importlib.import_module("layouts")
+    assert layouts.main(["seed", "--tp", "1,2", "--preset", "h100", "--dry-run"]) == 0
+    out = capfd.readouterr().out
+    assert "tp1: one engine, tensor_parallel_size 1, on GPUs 0;" in out
+    assert "tp2: one engine, tensor_parallel_size 2, on GPUs 0,1;" in out
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert layouts.main(["seed", "--tp", "1,2", "--preset", "h100", "--dry-run"]) == 2
+    assert "--tp 2 needs 2 GPUs; 1 visible" in capfd.readouterr().err

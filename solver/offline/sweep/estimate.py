@@ -33,7 +33,7 @@ from pathlib import Path
 from solver.config import Config
 from solver.offline.sweep.runs import plan_runs
 from solver.offline.sweep.spec import SweepError, SweepSpec
-from solver.timing.model import EngineTimeModel, layout_name, load_time_model
+from solver.timing.model import ONE_GPU, EngineTimeModel, layout_name, load_time_model
 from solver.timing.timeline import AttemptPlan, engine_timeline
 from solver.types import Problem, Repetition
 
@@ -89,6 +89,7 @@ class Hardware:
     gpus: int
     engines: int
     model: EngineTimeModel  # one engine's model in the layout (for_layout), slowed when engines > 1
+    scale: float = 1.0  # every engine second of the base model times this here (time_scale x replica_time_scale)
 
     @classmethod
     def of(cls, time_model: EngineTimeModel, layout: str, gpus: int | None) -> Hardware:
@@ -96,7 +97,17 @@ class Hardware:
         chosen = time_model.layout(layout)
         count = chosen.gpus if gpus is None else gpus
         engines = chosen.replicas(count)
-        return cls(layout, count, engines, time_model.for_layout(layout, engines))
+        scale = chosen.time_scale * (chosen.replica_time_scale if engines > 1 else 1.0)
+        return cls(layout, count, engines, time_model.for_layout(layout, engines), scale)
+
+    def shape(self) -> str:
+        """
+        >>> Hardware("tp2", 4, 2, EngineTimeModel("m", ((1, 0.01),)), 0.9).shape()
+        'tp2: 2 engines of 2 GPUs, each engine second x0.900'
+        """
+        each = self.gpus // self.engines
+        return (f"{self.layout}: {self.engines} engine{'s' if self.engines > 1 else ''} of {each} GPU"
+                f"{'s' if each > 1 else ''}, each engine second x{self.scale:.3f}")
 
     def line(self) -> str:
         each = self.gpus // self.engines
@@ -138,6 +149,42 @@ class SweepEstimate:
         out.append(f"plan: engine start {_duration(self.start_s)} x {self.starts}; in all "
                    f"{_duration(self.total_s)}")
         return out
+
+
+def fitting_layouts(model: EngineTimeModel, gpus: int) -> list[str]:
+    """The time model's layouts whose engine fits in ``gpus`` GPUs: ``tp1`` first, then the data's in order.
+
+    >>> from solver.timing.model import Layout
+    >>> m = EngineTimeModel("m", ((1, 0.01),), layouts=(Layout("tp1", replica_time_scale=1.1), Layout("tp2", gpus=2)))
+    >>> fitting_layouts(m, 1), fitting_layouts(m, 4)
+    (['tp1'], ['tp1', 'tp2'])
+    """
+    names = [ONE_GPU, *(x.name for x in model.layouts if x.name != ONE_GPU)]
+    return [n for n in names if model.layout(n).gpus <= gpus]
+
+
+def pick_layout(estimates: Sequence[SweepEstimate]) -> tuple[SweepEstimate, str]:
+    """The estimate that ends soonest (a tie: the first given), and why, in one line against each other one.
+
+    >>> m = EngineTimeModel("m", ((1, 0.01),))
+    >>> run = lambda s: (RunEstimate("r", 8, 8, 8, 1, (s,), s),)
+    >>> two = SweepEstimate(Hardware("tp1", 2, 2, m, 1.02), 100.0, 1, run(300.0))
+    >>> one = SweepEstimate(Hardware("tp2", 2, 1, m, 0.88), 150.0, 1, run(500.0))
+    >>> best, why = pick_layout([one, two]); best.hardware.layout
+    'tp1'
+    >>> why.split(", 1.62x ")  # doctest: +NORMALIZE_WHITESPACE
+    ['it ends soonest: 6 min 40 s in all (tp1: 2 engines of 1 GPU, each engine second x1.020)',
+     'sooner than tp2 (10 min 50 s; tp2: 1 engine of 2 GPUs, each engine second x0.880)']
+    """
+    if not estimates:
+        raise SweepError("no layout of the time model fits the GPUs asked")
+    best = min(estimates, key=lambda e: e.total_s)  # min keeps the first of equals
+    others = [e for e in estimates if e is not best]
+    if not others:
+        return best, f"the only layout that fits {best.hardware.gpus} GPU{'s' if best.hardware.gpus > 1 else ''}"
+    against = ", ".join(f"{e.total_s / best.total_s:.2f}x sooner than {e.hardware.layout} ({_duration(e.total_s)}; "
+                        f"{e.hardware.shape()})" for e in sorted(others, key=lambda e: e.total_s))
+    return best, f"it ends soonest: {_duration(best.total_s)} in all ({best.hardware.shape()}), {against}"
 
 
 def _duration(seconds: float) -> str:
