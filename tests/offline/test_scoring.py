@@ -46,13 +46,13 @@ def test_a_rule_of_two_runs_is_the_same_whatever_the_jobs_and_the_grid(tmp_path:
     assert set(np.round(one.scores * 2)) <= set(range(0, 9)) and (one.scores % 0.5 == 0).all()
 
 
-def test_the_speed_jitter_scales_each_run_and_cuts_the_slow_ones(tmp_path: Path) -> None:
+def test_the_machine_speed_scales_each_run_and_cuts_the_slow_ones(tmp_path: Path) -> None:
     """One problem a day, one repetition of 100 s, a budget of 101 s (no floor, no reserve): a run whose factor
     passes 1.01 is cut and answers the default (wrong here), one below is right. The fastest third of the range
     (factor <= 0.967) is never cut, the slowest (>= 1.033) always."""
     run = write_run(tmp_path / "run", {"p": ("3", ["3"])}, seconds=lambda pid, i: 100.0)
     flat = (("budget.min_s", 0.0), ("budget.max_s", 1000.0), ("budget.reserve_s", 0.0))
-    s = simulate(request(run, reps=(1,), workers=(1,), budgets=(101.0,), trials=300, speed_jitter=0.1,
+    s = simulate(request(run, reps=(1,), workers=(1,), budgets=(101.0,), trials=300, machine_speed=0.1,
                          overrides=flat)).summaries[0]
     j = s.jitter
     assert j is not None and j.fast.runs + j.slow.runs > 150
@@ -65,7 +65,7 @@ def test_the_speed_jitter_scales_each_run_and_cuts_the_slow_ones(tmp_path: Path)
 
 def test_without_a_budget_the_jitter_moves_the_seconds_only(tmp_path: Path) -> None:
     run = synthetic(tmp_path / "run", [0.3, 0.6, 0.8], reps=6)
-    steady, jittered = (simulate(request(run, reps=(4,), workers=(2,), trials=90, speed_jitter=j)).summaries[0]
+    steady, jittered = (simulate(request(run, reps=(4,), workers=(2,), trials=90, machine_speed=j)).summaries[0]
                         for j in (0.0, 0.1))
     assert np.array_equal(steady.scores, jittered.scores)
     assert steady.total_std == 0 or jittered.total_std > steady.total_std
@@ -115,7 +115,7 @@ def test_the_flags_and_their_one_line_errors(tmp_path: Path, capsys: pytest.Capt
     for needle in ("Scoring: aimo3-private", "## Two leaderboards", "## What the data can tell", "#1 − #2",
                    "P(≥1.5)"):
         assert needle in printed, needle
-    assert "## Run-time jitter" not in printed
+    assert "## Machine speed" not in printed
     summary = pd.read_csv(out / "summary.csv")
     assert list(summary["row"]) == [1, 2] and (summary["line"] == 1.5).all()
     assert {"p_line", "first_run_mean", "first_run_p_line", "vs_best", "separable", "beyond_data"} <= set(summary)
@@ -125,7 +125,7 @@ def test_the_flags_and_their_one_line_errors(tmp_path: Path, capsys: pytest.Capt
     for flags, message in ((["--scoring", "kaggle"], "unknown scoring 'kaggle'"),
                            (["--compare", "1,9"], "--compare 1,9: the grid has 1 setting,"),
                            (["--compare", "2,2"], "--compare takes two different row numbers"),
-                           (["--speed-jitter", "1"], "--speed-jitter must be >= 0 and below 1"),
+                           (["--machine-speed", "1"], "--machine-speed must be >= 0 and below 1"),
                            (["--line", "-1"], "--line must be >= 0")):
         code = main(["simulate", str(run), *flags, "--out", str(tmp_path / "bad")])
         err = capsys.readouterr().err

@@ -27,12 +27,12 @@ from solver.offline.sim.pools import Prepared, ProblemPool, SimulationError, loa
 from solver.offline.sim.replay_check import ProblemCheck, ReplayCheck, check_replay, simulated_run
 from solver.offline.sim.scoring import DEFAULT_LINE, SCORINGS, Scoring
 from solver.offline.sim.separation import Difference
-from solver.offline.sim.simulate import (DEFAULT_SPEED_JITTER, SimulationReport, SimulationRequest, load, simulate,
+from solver.offline.sim.simulate import (DEFAULT_MACHINE_SPEED, SimulationReport, SimulationRequest, load, simulate,
                                         simulate_pools, validate)
 from solver.offline.sim.summary import Summary
 from solver.offline.sim.trials import Setting
 
-__all__ = ["DEFAULT_LINE", "DEFAULT_SPEED_JITTER", "DIFFERENCE_NOTE", "Difference", "Played", "PlayedSlot",
+__all__ = ["DEFAULT_LINE", "DEFAULT_MACHINE_SPEED", "DIFFERENCE_NOTE", "Difference", "Played", "PlayedSlot",
            "Prepared", "ProblemCheck", "ProblemDraw", "ProblemPool", "ReplayCheck", "SCORINGS", "Scoring", "Setting",
            "SimulatedDay", "SimulationError", "SimulationReport", "SimulationRequest", "Summary", "all_orders",
            "calibration_lines", "check_replay", "data_flag", "difference_rows", "difference_table", "drawn_pass",

@@ -71,7 +71,7 @@ def markdown(report: SimulationReport) -> str:
         f"{report.recorded[1]}  ",
         f"K = {k} problems per leaderboard run, {req.trials} trials per setting, seed {req.seed}, "
         f"draw = {req.draw}, timing = " + timing_text(report) + "  ",
-        f"Scoring: {rule.name} ({rule.text}); line L = {req.line:g}; {jitter_text(req.speed_jitter)}", "",
+        f"Scoring: {rule.name} ({rule.text}); line L = {req.line:g}; {jitter_text(req.machine_speed)}", "",
     ]
     if report.config.solve.workers == 0 and not req.workers:
         lines += ["The runs were made with `--workers auto` (solve.workers = 0): modelled as W = the engine's batch "
@@ -102,8 +102,8 @@ def markdown(report: SimulationReport) -> str:
     if rule.runs > 1:
         lines += ["", *two_boards(report)]
     lines += ["", "## What the data can tell", "", *separation_lines(report)]
-    if req.speed_jitter > 0 and not report.zero_time:
-        lines += ["", "## Run-time jitter", "", *jitter_lines(report)]
+    if req.machine_speed > 0 and not report.zero_time:
+        lines += ["", "## Machine speed (stress test)", "", *jitter_lines(report)]
     if any(s.setting.budget_s is not None for s in report.summaries):
         b = report.budget
         lines += ["", "Budgeted settings use the budget manager (solver/core/budget.py) on a simulated clock with "
@@ -128,11 +128,11 @@ def markdown(report: SimulationReport) -> str:
 def jitter_text(jitter: float) -> str:
     """
     >>> jitter_text(0.1), jitter_text(0.0)
-    ("each run's seconds × a factor in 1 ± 0.1 (±30 min over 5 h)", 'no run-time jitter')
+    ("machine-speed stress test: each run's seconds × a factor in 1 ± 0.1", 'every run at the modelled speed')
     """
     if jitter <= 0:
-        return "no run-time jitter"
-    return f"each run's seconds × a factor in 1 ± {jitter:g} (±{jitter * 300:g} min over 5 h)"
+        return "every run at the modelled speed"
+    return f"machine-speed stress test: each run's seconds × a factor in 1 ± {jitter:g}"
 
 
 def data_flag(s: Summary) -> str:
@@ -201,7 +201,7 @@ DIFFERENCE_NOTE = ("Paired on the common draws. The interval is the data's: anot
 
 def jitter_lines(report: SimulationReport) -> list[str]:
     """Each setting's runs on the fastest and the slowest third of the speed factors' range."""
-    jitter = report.request.speed_jitter
+    jitter = report.request.machine_speed
     low, high = 1 - jitter, 1 + jitter
     head = ["#", "setting", f"fast (×{low:.2f}–{1 - jitter / 3:.2f}): right", "cut/run", "run s",
             f"slow (×{1 + jitter / 3:.2f}–{high:.2f}): right", "cut/run", "run s"]
@@ -214,8 +214,8 @@ def jitter_lines(report: SimulationReport) -> list[str]:
                      f"{j.slow.right:.2f}", f"{j.slow.cut:.2f}", f"{j.slow.seconds:.0f}"])
     budgeted = any(s.setting.budget_s is not None for s in report.summaries)
     return [markdown_table(head, rows), "",
-            "A run's seconds (the engine's and the tools') are multiplied by its factor; right: problems right per "
-            "run. " + ("The budget stays as it is: on a slow machine its deadlines cut more." if budgeted else
+            "A stress test, not a rule of AIMO3: a run's seconds (the engine's and the tools') are multiplied by its "
+            "factor, as on a slower or faster machine; right: problems right per run. " + ("The budget stays as it is: on a slow machine its deadlines cut more." if budgeted else
                        "Without a budget the factor moves the seconds only.")]
 
 

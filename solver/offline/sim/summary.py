@@ -1,5 +1,5 @@
 """Per setting, what the trials say: expected score, spread, quantiles, P(score >= X) and the line, the cost, how
-the run-time jitter moves cuts and score, and the setting against the best one (``solver.offline.sim.separation``)."""
+the machine-speed stress test moves cuts and score, and the setting against the best one (``solver.offline.sim.separation``)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ the other settings, and a second round never changes how its first round is draw
 A problem's times come from a timeline (``solver.timing.timeline``): under the engine time model, one per draw and
 W (computed once and shared by every stopper, voter and budget played over it, and, where W covers the draw, by
 every order of the same repetitions); without one, each repetition's recorded seconds. A run's speed factor
-(``--speed-jitter``: repeat submissions vary in run time) multiplies every second of that run, the engine's start,
+(``--machine-speed``, a stress test off by default: no rule of AIMO3 varies the machine) multiplies every second of that run, the engine's start,
 steps, requests, prefills and tool calls alike, as a uniformly slower or faster machine would: the engine time
 model's seconds are all proportional to its parameters, so scaling the timeline is scaling the model. The factor
 is drawn per trial and run from the trial's key alone, so every setting meets the same machine.
@@ -154,7 +154,7 @@ class Plan:
     draw: Draw
     model: EngineTimeModel | None = None  # None: each repetition's recorded seconds
     scoring: Scoring = SCORINGS[DEFAULT_SCORING]
-    speed_jitter: float = 0.0  # a run's seconds are multiplied by a factor drawn uniformly in 1 ± this
+    machine_speed: float = 0.0  # a run's seconds are multiplied by a factor drawn uniformly in 1 ± this
 
 
 @dataclass
@@ -345,7 +345,7 @@ def scaled(timeline: Timeline, speed: float, start: float) -> Timeline:
 
 def speed_factor(key: int, run: int, jitter: float) -> float:
     """A run's speed factor: its seconds are multiplied by a number drawn uniformly in 1 ± ``jitter`` (the
-    overview bounds how much repeat submissions vary in run time, and says nothing of the shape), fixed by the
+    machine-speed stress test; a shape is assumed, none is known), fixed by the
     trial's key and the run, so every setting meets the same machine.
 
     >>> speed_factor(5, 0, 0.0), 0.9 <= speed_factor(5, 0, 0.1) <= 1.1
@@ -363,11 +363,11 @@ def day_draws(plan: Plan, order: np.ndarray, key: int) -> list[tuple[np.ndarray,
     first run is the trial's order and key; a second plays the same problems in a new order with fresh draws."""
     draws = [Draws(key, int(p), len(plan.prepared[p].seconds), plan.draw) for p in order]
     runs: list[tuple[np.ndarray, list[Draws | SecondDraws], float]] = [
-        (order, list(draws), speed_factor(key, 0, plan.speed_jitter))]
+        (order, list(draws), speed_factor(key, 0, plan.machine_speed))]
     if plan.scoring.runs == 2:
         second, key2 = second_run(key, len(order))
         runs.append((order[second], [SecondDraws(draws[i], key2) for i in second],
-                     speed_factor(key, 1, plan.speed_jitter)))
+                     speed_factor(key, 1, plan.machine_speed)))
     return runs
 
 

@@ -186,7 +186,7 @@ def markdown(report: TuneReport) -> str:
 
 def scoring_lines(report: TuneReport) -> list[str]:
     """How the days were scored, the chosen setting against the line (and, under a rule of two runs, its first run
-    alone: the public leaderboard's), and how the run-time jitter moves it."""
+    alone: the public leaderboard's), and how the machine-speed stress test moves it."""
     sim = report.simulation
     rule, req, c = sim.rule, sim.request, report.choice
     text = (f"Scoring: {rule.name} ({rule.text}); the chosen setting clears the line {req.line:g} on "
@@ -195,7 +195,7 @@ def scoring_lines(report: TuneReport) -> list[str]:
         text += (f"; one run alone (a {rule.first_run_name.split(' ')[0]} leaderboard day) scores "
                  f"{float(c.first_scores.mean()):.2f}, at or above the line on {100 * c.first_p_line:.0f} % of days; "
                  f"both: {100 * c.p_line * c.first_p_line:.0f} %")
-    jitter = jitter_text(req.speed_jitter)
+    jitter = jitter_text(req.machine_speed)
     out = [f"{text}. {jitter[0].upper()}{jitter[1:]}."]
     j = c.jitter
     if j is not None:
