@@ -142,6 +142,10 @@ def add_grid_arguments(parser: argparse.ArgumentParser, *, trials: int, defaults
                              "answers are right, 0.5 when one is, 0 when neither), or problems right in one run")
     parser.add_argument("--line", type=float, default=None, metavar="L",
                         help="report P(score >= L) for every setting (default 47, AIMO3's prize line)")
+    parser.add_argument("--order", default=None, metavar="random|hard-first|hard-last|hard-middle",
+                        help="the order a run serves its problems in: random (the gateway's; AIMO3's private set "
+                             "keeps one order for both runs), or, as a stress setting, the hard problems (the "
+                             "recordings' accuracy) first, last or in the middle (default random)")
     parser.add_argument("--machine-speed", type=float, default=None, metavar="F",
                         help="stress test, off by default: each run's seconds multiplied by a factor drawn in 1 ± F, "
                              "the same for every setting, as on a slower or faster machine (no rule of AIMO3 varies "
@@ -165,7 +169,7 @@ def grid_request(args: argparse.Namespace, **fields: Any) -> Any:
     from solver.offline.sim import SimulationRequest
 
     none = args.time_model is not None and args.time_model.strip().lower() == "none"
-    given = {name: value for name, value in (("scoring", args.scoring), ("line", args.line),
+    given = {name: value for name, value in (("scoring", args.scoring), ("line", args.line), ("order", args.order),
                                              ("machine_speed", machine_speed(args))) if value is not None}
     return SimulationRequest(
         run_dirs=tuple(args.runs), reps=args.reps, voters=tuple(args.voter), stoppers=stopper_sets(args.stopper),

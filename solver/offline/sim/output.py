@@ -32,6 +32,10 @@ def summary_rows(report: SimulationReport) -> list[dict[str, object]]:
                         "first_run_q05": float(np.quantile(s.first_scores, 0.05)),
                         "first_run_q95": float(np.quantile(s.first_scores, 0.95)),
                         "first_run_p_line": round(s.first_p_line, 4)})
+            for r in s.seed_rows:
+                key = r.policy.replace("-", "_")
+                row.update({f"{key}_mean": round(r.mean, 4), f"{key}_std": round(r.std, 4), f"{key}_q05": r.low,
+                            f"{key}_q95": r.high, f"{key}_p_line": round(r.p_line, 4)})
         row.update({f"p_ge_{x}": round(p, 4) for x, p in s.at_least.items()})
         row.update({"reps_per_problem": round(s.finished, 3), "launched_per_problem": round(s.launched, 3),
                     "tokens_per_problem": round(s.tokens, 1), "seconds_per_problem": round(s.seconds, 3),
@@ -71,7 +75,9 @@ def markdown(report: SimulationReport) -> str:
         f"{report.recorded[1]}  ",
         f"K = {k} problems per leaderboard run, {req.trials} trials per setting, seed {req.seed}, "
         f"draw = {req.draw}, timing = " + timing_text(report) + "  ",
-        f"Scoring: {rule.name} ({rule.text}); line L = {req.line:g}; {jitter_text(req.machine_speed)}", "",
+        f"Scoring: {rule.name} ({rule.text}); line L = {req.line:g}; order {req.order}"
+        f"{' (stress setting)' if req.order != 'random' else ''}; seed policy {report.config.sampling.seed_policy}; "
+        f"{jitter_text(req.machine_speed)}", "",
     ]
     if report.config.solve.workers == 0 and not req.workers:
         lines += ["The runs were made with `--workers auto` (solve.workers = 0): modelled as W = the engine's batch "
@@ -100,7 +106,7 @@ def markdown(report: SimulationReport) -> str:
     if req.line > k:
         lines.append(f"The line {req.line:g} is above the K = {k} problems of a day: no day reaches it.")
     if rule.runs > 1:
-        lines += ["", *two_boards(report)]
+        lines += ["", *two_boards(report), "", *seed_lines(report)]
     lines += ["", "## What the data can tell", "", *separation_lines(report)]
     if req.machine_speed > 0 and not report.zero_time:
         lines += ["", "## Machine speed (stress test)", "", *jitter_lines(report)]
@@ -162,8 +168,24 @@ def two_boards(report: SimulationReport) -> list[str]:
                      f"{s.first_p_line * s.p_line:.2f}"])
     return ["## Two leaderboards", "", markdown_table(head, rows), "",
             f"The first run alone is scored as a public-leaderboard run; {rule.name} plays the same problems twice "
-            "(a new order, fresh draws, its own speed factor). P(both ≥ line): the two sets are different problems, "
+            "(in the rule's order, with the draws the seed policy gives). P(both ≥ line): the two sets are different problems, "
             "so the days are independent: the product."]
+
+
+def seed_lines(report: SimulationReport) -> list[str]:
+    """Under a rule of two runs: each setting's score under either seed policy, the one the runs' config names
+    marked (it is the score the other tables show)."""
+    rule, line, chosen = report.rule, report.request.line, report.config.sampling.seed_policy
+    head = ["#", "setting", "seed policy", "mean", "std", "5–95 %", f"P(≥{line:g})"]
+    rows = [[number, s.setting.label, f"{r.policy}{' (the config’s)' if r.policy == chosen else ''}",
+             f"{r.mean:.2f}", f"{r.std:.2f}", f"{r.low:g}–{r.high:g}", f"{r.p_line:.2f}"]
+            for number, s in enumerate(report.summaries, 1) for r in s.seed_rows]
+    return ["## Seeds: the two runs alike or apart", "", markdown_table(head, rows), "",
+            f"sampling.seed_policy (set with --set sampling.seed_policy=fixed|per-run): fixed sends both {rule.name} "
+            "runs the same seeds, and the second replays the first run's draws (they differ only where the "
+            "machine-speed stress test cuts them differently; the real engine's batch nondeterminism, not modelled, "
+            "would part them a little); per-run draws the second run afresh. The mean is the same; the spread and "
+            "P(≥ line) are not."]
 
 
 def separation_lines(report: SimulationReport) -> list[str]:

@@ -10,7 +10,7 @@ import numpy as np
 
 from solver.offline.sim.scoring import DEFAULT_LINE, Scoring, at_or_above
 from solver.offline.sim.separation import Difference, difference
-from solver.offline.sim.trials import ChunkResult, Plan, Setting, used_repetitions
+from solver.offline.sim.trials import SEED_POLICIES, ChunkResult, Plan, Setting, used_repetitions
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
@@ -33,6 +33,28 @@ class Jitter:
     jitter: float
     fast: RunShare
     slow: RunShare
+
+
+@dataclass(frozen=True)
+class SeedRow:
+    """A setting's score under one seed policy (a rule of two runs): ``fixed``, the second run replaying the
+    first's draws, or ``per-run``, fresh draws."""
+
+    policy: str
+    mean: float
+    std: float
+    low: float  # 5 %
+    high: float  # 95 %
+    p_line: float  # P(score >= line)
+
+    @classmethod
+    def of(cls, policy: str, scores: np.ndarray, line: float) -> SeedRow:
+        """
+        >>> SeedRow.of("fixed", np.array([40.0, 41.0, 47.0, 48.0]), 47).p_line
+        0.5
+        """
+        return cls(policy, float(scores.mean()), float(scores.std(ddof=1)) if len(scores) > 1 else 0.0,
+                   float(np.quantile(scores, 0.05)), float(np.quantile(scores, 0.95)), at_or_above(scores, line))
 
 
 @dataclass(frozen=True)
@@ -63,6 +85,7 @@ class Summary:
     line: float = DEFAULT_LINE
     jitter: Jitter | None = None
     vs_best: Difference | None = None  # this setting minus the best by mean (None: it is the best)
+    seed_rows: tuple[SeedRow, ...] = ()  # a rule of two runs: the score under each seed policy
 
     @property
     def first_scores(self) -> np.ndarray:
@@ -112,7 +135,9 @@ def summarise(settings: Sequence[Setting], result: ChunkResult, problems: int, t
             share, float(result.cut[i].mean()), float(result.retried[i].mean()),
             float(result.bootstrapped[i].mean()), None if biases is None else biases[i],
             float(result.total_seconds[i].std()), None if runs == 1 else result.first[i], runs, line,
-            jitter_of(result, i, jitter)))
+            jitter_of(result, i, jitter),
+            seed_rows=() if runs == 1 else tuple(SeedRow.of(policy, result.policy_scores[i, :, j], line)
+                                                 for j, policy in enumerate(SEED_POLICIES))))
     return out
 
 
@@ -166,7 +191,7 @@ def jitter_of(result: ChunkResult, i: int, jitter: float) -> Jitter | None:
     >>> r = ChunkResult(*(np.zeros((1, 3)) for _ in ChunkResult.ARRAYS), run_right=np.array([[[40], [42], [44]]]),
     ...                 run_cut=np.array([[[3], [1], [0]]]), run_seconds=np.array([[[110], [100], [90]]]),
     ...                 speeds=np.array([[1.1], [1.0], [0.9]]), keys=np.zeros(3, dtype=np.int64),
-    ...                 credit=np.zeros((1, 3, 1), dtype=np.int8))
+    ...                 policy_scores=np.zeros((1, 3, 2)), credit=np.zeros((1, 3, 1), dtype=np.int8))
     >>> j = jitter_of(r, 0, 0.1)
     >>> j.fast, j.slow
     (RunShare(runs=1, right=44.0, cut=0.0, seconds=90.0), RunShare(runs=1, right=40.0, cut=3.0, seconds=110.0))
