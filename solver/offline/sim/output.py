@@ -54,7 +54,12 @@ def summary_rows(report: SimulationReport) -> list[dict[str, object]]:
                     "vs_best_day_q95": None if d is None else d.day[1],
                     "separable": None if d is None else d.separable,
                     "attempts_to_separate": None if d is None or d.attempts is None or math.isinf(d.attempts)
-                    else math.ceil(d.attempts)})
+                    else math.ceil(d.attempts),
+                    "attempts_low": None if d is None or d.attempts_range is None else math.ceil(d.attempts_range[0]),
+                    "attempts_high": None if d is None or d.attempts_range is None
+                    or math.isinf(d.attempts_range[1]) else math.ceil(d.attempts_range[1]),
+                    "vs_best_family": None if d is None else d.family,
+                    "vs_best_conservative": None if d is None else d.conservative})
         j = s.jitter
         if j is not None:
             row.update({"fast_right": round(j.fast.right, 3), "fast_cut": round(j.fast.cut, 3),
@@ -204,7 +209,8 @@ def difference_rows(pairs: Sequence[Difference]) -> tuple[list[str], list[list[o
     ['#2 − #1', '-0.50', '-1.25 … +0.25', '-2 … +1']
     """
     head = ["a − b", "difference", "95 % (from the recordings)", "one day: 5–95 %", "verdict"]
-    return head, [[f"#{d.a + 1} − #{d.b + 1}", f"{d.mean:+.2f}", f"{d.low:+.2f} … {d.high:+.2f}",
+    return head, [[f"#{d.a + 1} − #{d.b + 1}", f"{d.mean:+.2f}", f"{d.low:+.2f} … {d.high:+.2f}"
+                   + (f" (1 of {d.family} together)" if d.family > 1 else ""),
                    f"{d.day[0]:+g} … {d.day[1]:+g}", d.verdict] for d in pairs]
 
 
@@ -214,11 +220,15 @@ def difference_table(pairs: Sequence[Difference]) -> list[str]:
 
 
 DIFFERENCE_NOTE = ("Paired on the common draws. The interval is the data's: another recording of these problems would "
-                   "move the estimate by this much (each problem's jackknife over its recorded repetitions, read off "
-                   "the trials, summed over problems; where every draw holds every recorded repetition, one day's "
-                   "variance instead, which overstates it: solver/offline/sim/separation.py). One day's band is what a "
-                   "single leaderboard day can show, which no recording narrows. The attempts per problem that would "
-                   "separate a difference assume it and each problem's spread stay as measured.")
+                   "move the estimate by this much (each problem's variance over recordings, unbiased from the pairs "
+                   "of trials whose draws share no recorded repetition where a draw takes at most half the recording; "
+                   "elsewhere an upper bound, the jackknife or one day's variance, and the verdict says how many "
+                   "problems are so bounded: solver/offline/sim/separation.py). Set against the best, the S − 1 "
+                   "intervals hold together at 95 % (Bonferroni: the best was chosen on the same trials). A zero "
+                   "variance is never read as separable. One day's band is what a single leaderboard day can show, "
+                   "which no recording narrows. The attempts per problem that would separate a difference are at 80 % "
+                   "power, with the figure at the ends of the difference's interval beside it; they assume each "
+                   "problem's spread stays as measured.")
 
 
 def jitter_lines(report: SimulationReport) -> list[str]:

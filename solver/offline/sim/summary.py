@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from solver.offline.sim.scoring import DEFAULT_LINE, Scoring, at_or_above
-from solver.offline.sim.separation import Difference, difference
+from solver.offline.sim.separation import Difference, difference, family_z
 from solver.offline.sim.trials import SEED_POLICIES, ChunkResult, Plan, Setting, used_repetitions
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
@@ -166,7 +166,8 @@ class Comparer:
         self._codes = used_repetitions(plan, result.keys, result.credit[0] >= 0,
                                        sorted({s.draws for s in plan.settings}))
 
-    def __call__(self, a: int, b: int) -> Difference:
+    def __call__(self, a: int, b: int, family: int = 1) -> Difference:
+        """``a`` minus ``b``, its interval one of ``family`` made together (Bonferroni)."""
         sa, sb = self.plan.settings[a], self.plan.settings[b]
         codes = np.union1d(self._codes[sa.draws], self._codes[sb.draws])
         trials, pools = self.credit.shape[1:]
@@ -174,15 +175,18 @@ class Comparer:
         used[codes] = True
         drawn = self.plan.scoring.runs * max(sa.draws, sb.draws)
         return difference(a, b, self.credit[a] - self.credit[b], used.reshape(trials, pools, self.width),
-                          self.result.scores[a], self.result.scores[b], self.recorded, drawn, self.plan.problems)
+                          self.result.scores[a], self.result.scores[b], self.recorded, drawn, self.plan.problems,
+                          family_z(family), family)
 
 
 def against_best(summaries: Sequence[Summary], compare: Comparer) -> list[Summary]:
-    """Each setting but the best (by mean) with its difference from the best."""
+    """Each setting but the best (by mean) with its difference from the best: S − 1 comparisons against a best the
+    same trials chose, so their intervals are made to hold together (``family_z``)."""
     if not summaries:
         return []
     best = best_index(summaries)
-    return [s if i == best else replace(s, vs_best=compare(i, best)) for i, s in enumerate(summaries)]
+    family = len(summaries) - 1
+    return [s if i == best else replace(s, vs_best=compare(i, best, family)) for i, s in enumerate(summaries)]
 
 
 def jitter_of(result: ChunkResult, i: int, jitter: float) -> Jitter | None:

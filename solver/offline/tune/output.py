@@ -57,7 +57,7 @@ def versus_best(s: Summary) -> str:
     >>> from solver.offline.sim import Difference
     >>> versus_best(SimpleNamespace(vs_best=None)), versus_best(SimpleNamespace(vs_best=Difference(1, 0, -0.5,
     ...     (-2.0, 1.0), 0.75, 30.2)))
-    ('best', '-0.50 [-1.25, +0.25] not separable (~31 attempts/problem)')
+    ('best', '-0.50 [-1.25, +0.25] not separable (~31 attempts/problem at 80 % power)')
     """
     d = s.vs_best
     if d is None:
@@ -66,7 +66,9 @@ def versus_best(s: Summary) -> str:
         return f"{d.text()} separable"
     if math.isinf(d.attempts or 0.0):
         return f"{d.text()} " + ("same draws" if d.half == 0 else "not separable")
-    return f"{d.text()} not separable (~{math.ceil(d.attempts or 0.0)} attempts/problem)"
+    if d.attempts is None:
+        return f"{d.text()} not separable (more trials would tell)"
+    return f"{d.text()} not separable (~{math.ceil(d.attempts)} attempts/problem at 80 % power)"
 
 
 def time_policy(s: Summary) -> str:
