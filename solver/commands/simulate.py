@@ -15,7 +15,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                     "per setting, the expected score out of K problems as a leaderboard scores it (--scoring), its "
                     "quantiles, P(score >= the line) and P(score >= X), the repetitions launched and finished, "
                     "tokens and seconds per problem, the run's time and the problems its budget cut, timing attempts "
-                    "on an engine time model where one is named, each run at its own speed (--speed-jitter); each "
+                    "on an engine time model where one is named, and, as a stress test, each run at its own machine speed (--machine-speed); each "
                     "setting against the best, and --compare pairs, with what the recordings can tell them apart "
                     "by. Writes summary.csv, scores.csv, report.md and PNG plots into --out.")
     add_grid_arguments(parser, trials=500, defaults={"reps": ", e.g. 8,16,32 (default: the runs' solve.reps)",

@@ -71,6 +71,12 @@ class SamplingConfig:
     max_turns: int = 4  # engine requests per repetition
     logprobs: int | None = None  # top-k logprobs for confidence; None = off (cheaper)
     seed: int = 0  # repetition i of problem p uses a seed derived from (seed, p, i)
+    # fixed: every run samples from ``seed``, so AIMO3's two private runs send the same seeds and the second repeats
+    # the first's samples up to the engine's batch nondeterminism and where the clock cuts differ; per-run: the Kaggle
+    # predictor takes its base from the run (entropy drawn when it starts, written into the run log's config), so
+    # the runs sample apart. The mean score is the same either way; the spread and P(>= the line) are not
+    # (``solver simulate --scoring aimo3-private`` shows both). fixed is the default: a rerun repeats what was seen.
+    seed_policy: Literal["fixed", "per-run"] = "fixed"
     # Further sampling parameters passed unchanged to the engine (vLLM ``SamplingParams`` in process, the request
     # body of an OpenAI-compatible server): min_p, top_k, repetition_penalty, presence_penalty, ...
     extra: dict[str, Any] = field(default_factory=dict)

@@ -6,6 +6,9 @@ the competition's range. The adapter
 
 - refuses a config naming an unknown voter, stopper, prompt, engine or model path when it is built, before any
   model loads (one-line :class:`~solver.errors.ConfigError` / ``ModelError``),
+- under ``sampling.seed_policy: per-run`` takes its base seed from the run (entropy drawn when it is built; the
+  run log's config holds the seed it drew, and the log line says so); under ``fixed`` (the default) every run
+  samples from ``sampling.seed``, so AIMO3's two private runs send the same seeds,
 - builds the engine on the FIRST call (that call has no gateway deadline; loading counts against the budget),
 - gives each problem a deadline from :class:`~solver.core.budget.BudgetManager`, bounded by the gateway's per-call
   limit, and past the global cutoff answers the default at once,
@@ -29,6 +32,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -85,11 +89,14 @@ class KagglePredictor:
                  build_timeout_s: float | None = None, probe_timeout_s: float = 60.0,
                  close_timeout_s: float = 60.0, max_builds: int = 3, grace_s: float = GRACE_S,
                  loop_grace_s: float = LOOP_GRACE_S, loop_check_s: float = 5.0,
-                 loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None) -> None:
+                 loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
+                 entropy: int | None = None) -> None:
         """``loop_factory`` makes the event loop the engine lives on (default ``asyncio.new_event_loop``); with
-        ``clock`` it lets a rehearsal run on another time scale (a test's virtual time)."""
+        ``clock`` it lets a rehearsal run on another time scale (a test's virtual time). ``entropy``: the run's
+        base seed under ``seed_policy: per-run`` (default: drawn from the system's entropy, as the gateway draws
+        its shuffle)."""
         self.competition = competition(comp)
-        self.config = competition_config(config, self.competition, total_s)
+        self.config = run_seeded(competition_config(config, self.competition, total_s), entropy)
         self.parts = prepare_run(self.config)  # a bad name or model path fails here, not after the model loaded
         self.rules = self.parts.rules
         self.clock = clock or SystemClock()
@@ -235,6 +242,24 @@ class KagglePredictor:
             write()
         except (OSError, ValueError) as exc:
             log.error("log write failed: %s", exc)
+
+
+def run_seeded(config: Config, entropy: int | None = None) -> Config:
+    """The config a run samples with: as it is under ``sampling.seed_policy: fixed``; under ``per-run`` its
+    ``sampling.seed`` is the run's own (``entropy``, else 31 bits of the system's entropy), logged, so the run log's
+    config says which base the run used.
+
+    >>> run_seeded(Config()).sampling.seed, run_seeded(Config(), 7).sampling.seed
+    (0, 0)
+    >>> run_seeded(Config().replace({"sampling.seed_policy": "per-run"}), 7).sampling.seed
+    7
+    """
+    if config.sampling.seed_policy == "fixed":
+        return config
+    seed = int.from_bytes(os.urandom(4), "big") & 0x7FFFFFFF if entropy is None else entropy
+    log.info("seed policy per-run: this run samples from base seed %d (sampling.seed %d ignored)", seed,
+             config.sampling.seed)
+    return dataclasses.replace(config, sampling=dataclasses.replace(config.sampling, seed=seed))
 
 
 def _append_line(path: Path, data: dict[str, Any]) -> None:

@@ -264,6 +264,34 @@ def test_scripted_run_dir_logs_calls_and_repetitions(tmp_path: Path) -> None:
     assert "| p1 |" in (tmp_path / "run" / "report.md").read_text()
 
 
+def test_the_seed_policy_fixed_repeats_the_seeds_and_per_run_takes_the_runs_own(tmp_path: Path) -> None:
+    """AIMO3 runs the notebook twice over the private set. Under ``fixed`` both runs send the same seeds; under
+    ``per-run`` each run draws its own base, and the run log's config says which."""
+    from solver.config import Config
+    from solver.runlog import read_log
+
+    def seeds(policy: str, run: str, entropy: int | None = None) -> tuple[list[int | None], Config]:
+        engine = FaultyScriptedEngine(lambda r: "answer")
+        factory, _ = scripted_factory([engine])
+        predict = KagglePredictor(fast_config().replace({"sampling.seed_policy": policy}), "aimo3",
+                                  open_session=factory, run_dir=tmp_path / run, probe_timeout_s=1.0,
+                                  close_timeout_s=2.0, grace_s=1.0, loop_grace_s=1.0, loop_check_s=1.0,
+                                  entropy=entropy)
+        try:
+            predict(*aimo3_row("p1"))
+        finally:
+            predict.close()
+        return sorted(r.seed for r in engine.requests), read_log(tmp_path / run).config
+
+    first, logged = seeds("fixed", "fixed1")
+    again, _ = seeds("fixed", "fixed2")
+    assert first == again and logged.sampling.seed == fast_config().sampling.seed
+    own, logged_own = seeds("per-run", "per1", entropy=1234)
+    other, logged_other = seeds("per-run", "per2")  # drawn from the system's entropy
+    assert logged_own.sampling.seed == 1234 and logged_own.sampling.seed_policy == "per-run"
+    assert logged_other.sampling.seed != 1234 and len({tuple(first), tuple(own), tuple(other)}) == 3
+
+
 # ---- the real engine ----------------------------------------------------------------------------------------
 
 

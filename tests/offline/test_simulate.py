@@ -49,7 +49,7 @@ def synthetic(run_dir: Path, probabilities: list[float], reps: int, seed: int = 
 def request(runs, **kwargs) -> SimulationRequest:
     """A request on ``runs``; exact seconds unless a test asks for the run-time jitter."""
     kwargs.setdefault("calibration_reps", 0)
-    kwargs.setdefault("speed_jitter", 0.0)
+    kwargs.setdefault("machine_speed", 0.0)
     return SimulationRequest(tuple(runs) if isinstance(runs, (list, tuple)) else (runs,), **kwargs)
 
 

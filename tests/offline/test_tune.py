@@ -37,7 +37,7 @@ def request(run: Path, **kwargs) -> SimulationRequest:
     kwargs.setdefault("trials", 40)
     kwargs.setdefault("workers", (1,))
     kwargs.setdefault("calibration_reps", 0)
-    kwargs.setdefault("speed_jitter", 0.0)
+    kwargs.setdefault("machine_speed", 0.0)
     return SimulationRequest((run,), **kwargs)
 
 

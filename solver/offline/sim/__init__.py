@@ -9,7 +9,8 @@
   ``bias``: the bootstrap's bias;
 - ``simulate``: the request, the report; ``summary``: a setting's scores; ``separation``: what the data can tell
   two settings apart by; ``estimators``: the exact all-orders values the trials sample, for small recordings;
-  ``calibration``: simulated against held-out real runs; ``replay_check``: the simulator against the pipeline
+  ``calibration``: simulated against held-out real runs; ``coverage``: the interval against a known truth;
+  ``replay_check``: the simulator against the pipeline
   replaying the same draws;
 - ``output``, ``plots``: tables and pictures.
 
@@ -26,17 +27,20 @@ from solver.offline.sim.plots import (plot_accuracy_vs_reps, plot_score_distribu
 from solver.offline.sim.pools import Prepared, ProblemPool, SimulationError, load_pools, prepare
 from solver.offline.sim.replay_check import ProblemCheck, ReplayCheck, check_replay, simulated_run
 from solver.offline.sim.scoring import DEFAULT_LINE, SCORINGS, Scoring
-from solver.offline.sim.separation import Difference
-from solver.offline.sim.simulate import (DEFAULT_SPEED_JITTER, SimulationReport, SimulationRequest, load, simulate,
+from solver.offline.sim.coverage import CoverageCheck, coverage_check
+from solver.offline.sim.separation import Difference, difference, family_z, jackknife, pair_variance
+from solver.offline.sim.simulate import (DEFAULT_MACHINE_SPEED, SimulationReport, SimulationRequest, load, simulate,
                                         simulate_pools, validate)
 from solver.offline.sim.summary import Summary
 from solver.offline.sim.trials import Setting
 
-__all__ = ["DEFAULT_LINE", "DEFAULT_SPEED_JITTER", "DIFFERENCE_NOTE", "Difference", "Played", "PlayedSlot",
-           "Prepared", "ProblemCheck", "ProblemDraw", "ProblemPool", "ReplayCheck", "SCORINGS", "Scoring", "Setting",
-           "SimulatedDay", "SimulationError", "SimulationReport", "SimulationRequest", "Summary", "all_orders",
-           "calibration_lines", "check_replay", "data_flag", "difference_rows", "difference_table", "drawn_pass",
-           "drawn_vote", "fixed_rounds", "jitter_text", "load", "load_pools", "markdown", "play", "play_on",
-           "plot_accuracy_vs_reps", "plot_score_distributions", "prepare", "pyplot", "save_figure", "simulate",
-           "simulate_pools", "simulated_day", "simulated_run", "summary_rows", "timing_text", "validate",
-           "write_outputs", "zoom_accuracy"]
+__all__ = ["CoverageCheck", "DEFAULT_LINE", "DEFAULT_MACHINE_SPEED", "DIFFERENCE_NOTE", "Difference", "Played",
+           "PlayedSlot", "Prepared", "ProblemCheck", "ProblemDraw", "ProblemPool", "ReplayCheck",
+           "SCORINGS", "Scoring", "Setting", "SimulatedDay", "SimulationError", "SimulationReport",
+           "SimulationRequest", "Summary", "all_orders", "calibration_lines", "check_replay",
+           "coverage_check", "data_flag", "difference", "difference_rows", "difference_table", "drawn_pass",
+           "drawn_vote", "family_z", "fixed_rounds", "jackknife", "jitter_text", "load", "load_pools",
+           "markdown", "pair_variance", "play", "play_on", "plot_accuracy_vs_reps",
+           "plot_score_distributions", "prepare", "pyplot", "save_figure", "simulate", "simulate_pools",
+           "simulated_day", "simulated_run", "summary_rows", "timing_text", "validate", "write_outputs",
+           "zoom_accuracy"]

@@ -32,6 +32,10 @@ def summary_rows(report: SimulationReport) -> list[dict[str, object]]:
                         "first_run_q05": float(np.quantile(s.first_scores, 0.05)),
                         "first_run_q95": float(np.quantile(s.first_scores, 0.95)),
                         "first_run_p_line": round(s.first_p_line, 4)})
+            for r in s.seed_rows:
+                key = r.policy.replace("-", "_")
+                row.update({f"{key}_mean": round(r.mean, 4), f"{key}_std": round(r.std, 4), f"{key}_q05": r.low,
+                            f"{key}_q95": r.high, f"{key}_p_line": round(r.p_line, 4)})
         row.update({f"p_ge_{x}": round(p, 4) for x, p in s.at_least.items()})
         row.update({"reps_per_problem": round(s.finished, 3), "launched_per_problem": round(s.launched, 3),
                     "tokens_per_problem": round(s.tokens, 1), "seconds_per_problem": round(s.seconds, 3),
@@ -50,7 +54,12 @@ def summary_rows(report: SimulationReport) -> list[dict[str, object]]:
                     "vs_best_day_q95": None if d is None else d.day[1],
                     "separable": None if d is None else d.separable,
                     "attempts_to_separate": None if d is None or d.attempts is None or math.isinf(d.attempts)
-                    else math.ceil(d.attempts)})
+                    else math.ceil(d.attempts),
+                    "attempts_low": None if d is None or d.attempts_range is None else math.ceil(d.attempts_range[0]),
+                    "attempts_high": None if d is None or d.attempts_range is None
+                    or math.isinf(d.attempts_range[1]) else math.ceil(d.attempts_range[1]),
+                    "vs_best_family": None if d is None else d.family,
+                    "vs_best_conservative": None if d is None else d.conservative})
         j = s.jitter
         if j is not None:
             row.update({"fast_right": round(j.fast.right, 3), "fast_cut": round(j.fast.cut, 3),
@@ -71,7 +80,9 @@ def markdown(report: SimulationReport) -> str:
         f"{report.recorded[1]}  ",
         f"K = {k} problems per leaderboard run, {req.trials} trials per setting, seed {req.seed}, "
         f"draw = {req.draw}, timing = " + timing_text(report) + "  ",
-        f"Scoring: {rule.name} ({rule.text}); line L = {req.line:g}; {jitter_text(req.speed_jitter)}", "",
+        f"Scoring: {rule.name} ({rule.text}); line L = {req.line:g}; order {req.order}"
+        f"{' (stress setting)' if req.order != 'random' else ''}; seed policy {report.config.sampling.seed_policy}; "
+        f"{jitter_text(req.machine_speed)}", "",
     ]
     if report.config.solve.workers == 0 and not req.workers:
         lines += ["The runs were made with `--workers auto` (solve.workers = 0): modelled as W = the engine's batch "
@@ -100,10 +111,10 @@ def markdown(report: SimulationReport) -> str:
     if req.line > k:
         lines.append(f"The line {req.line:g} is above the K = {k} problems of a day: no day reaches it.")
     if rule.runs > 1:
-        lines += ["", *two_boards(report)]
+        lines += ["", *two_boards(report), "", *seed_lines(report)]
     lines += ["", "## What the data can tell", "", *separation_lines(report)]
-    if req.speed_jitter > 0 and not report.zero_time:
-        lines += ["", "## Run-time jitter", "", *jitter_lines(report)]
+    if req.machine_speed > 0 and not report.zero_time:
+        lines += ["", "## Machine speed (stress test)", "", *jitter_lines(report)]
     if any(s.setting.budget_s is not None for s in report.summaries):
         b = report.budget
         lines += ["", "Budgeted settings use the budget manager (solver/core/budget.py) on a simulated clock with "
@@ -128,11 +139,11 @@ def markdown(report: SimulationReport) -> str:
 def jitter_text(jitter: float) -> str:
     """
     >>> jitter_text(0.1), jitter_text(0.0)
-    ("each run's seconds × a factor in 1 ± 0.1 (±30 min over 5 h)", 'no run-time jitter')
+    ("machine-speed stress test: each run's seconds × a factor in 1 ± 0.1", 'every run at the modelled speed')
     """
     if jitter <= 0:
-        return "no run-time jitter"
-    return f"each run's seconds × a factor in 1 ± {jitter:g} (±{jitter * 300:g} min over 5 h)"
+        return "every run at the modelled speed"
+    return f"machine-speed stress test: each run's seconds × a factor in 1 ± {jitter:g}"
 
 
 def data_flag(s: Summary) -> str:
@@ -162,8 +173,24 @@ def two_boards(report: SimulationReport) -> list[str]:
                      f"{s.first_p_line * s.p_line:.2f}"])
     return ["## Two leaderboards", "", markdown_table(head, rows), "",
             f"The first run alone is scored as a public-leaderboard run; {rule.name} plays the same problems twice "
-            "(a new order, fresh draws, its own speed factor). P(both ≥ line): the two sets are different problems, "
+            "(in the rule's order, with the draws the seed policy gives). P(both ≥ line): the two sets are different problems, "
             "so the days are independent: the product."]
+
+
+def seed_lines(report: SimulationReport) -> list[str]:
+    """Under a rule of two runs: each setting's score under either seed policy, the one the runs' config names
+    marked (it is the score the other tables show)."""
+    rule, line, chosen = report.rule, report.request.line, report.config.sampling.seed_policy
+    head = ["#", "setting", "seed policy", "mean", "std", "5–95 %", f"P(≥{line:g})"]
+    rows = [[number, s.setting.label, f"{r.policy}{' (the config’s)' if r.policy == chosen else ''}",
+             f"{r.mean:.2f}", f"{r.std:.2f}", f"{r.low:g}–{r.high:g}", f"{r.p_line:.2f}"]
+            for number, s in enumerate(report.summaries, 1) for r in s.seed_rows]
+    return ["## Seeds: the two runs alike or apart", "", markdown_table(head, rows), "",
+            f"sampling.seed_policy (set with --set sampling.seed_policy=fixed|per-run): fixed sends both {rule.name} "
+            "runs the same seeds, and the second replays the first run's draws (they differ only where the "
+            "machine-speed stress test cuts them differently; the real engine's batch nondeterminism, not modelled, "
+            "would part them a little); per-run draws the second run afresh. The mean is the same; the spread and "
+            "P(≥ line) are not."]
 
 
 def separation_lines(report: SimulationReport) -> list[str]:
@@ -182,7 +209,8 @@ def difference_rows(pairs: Sequence[Difference]) -> tuple[list[str], list[list[o
     ['#2 − #1', '-0.50', '-1.25 … +0.25', '-2 … +1']
     """
     head = ["a − b", "difference", "95 % (from the recordings)", "one day: 5–95 %", "verdict"]
-    return head, [[f"#{d.a + 1} − #{d.b + 1}", f"{d.mean:+.2f}", f"{d.low:+.2f} … {d.high:+.2f}",
+    return head, [[f"#{d.a + 1} − #{d.b + 1}", f"{d.mean:+.2f}", f"{d.low:+.2f} … {d.high:+.2f}"
+                   + (f" (1 of {d.family} together)" if d.family > 1 else ""),
                    f"{d.day[0]:+g} … {d.day[1]:+g}", d.verdict] for d in pairs]
 
 
@@ -192,16 +220,20 @@ def difference_table(pairs: Sequence[Difference]) -> list[str]:
 
 
 DIFFERENCE_NOTE = ("Paired on the common draws. The interval is the data's: another recording of these problems would "
-                   "move the estimate by this much (each problem's jackknife over its recorded repetitions, read off "
-                   "the trials, summed over problems; where every draw holds every recorded repetition, one day's "
-                   "variance instead, which overstates it: solver/offline/sim/separation.py). One day's band is what a "
-                   "single leaderboard day can show, which no recording narrows. The attempts per problem that would "
-                   "separate a difference assume it and each problem's spread stay as measured.")
+                   "move the estimate by this much (each problem's variance over recordings, unbiased from the pairs "
+                   "of trials whose draws share no recorded repetition where a draw takes at most half the recording; "
+                   "elsewhere an upper bound, the jackknife or one day's variance, and the verdict says how many "
+                   "problems are so bounded: solver/offline/sim/separation.py). Set against the best, the S − 1 "
+                   "intervals hold together at 95 % (Bonferroni: the best was chosen on the same trials). A zero "
+                   "variance is never read as separable. One day's band is what a single leaderboard day can show, "
+                   "which no recording narrows. The attempts per problem that would separate a difference are at 80 % "
+                   "power, with the figure at the ends of the difference's interval beside it; they assume each "
+                   "problem's spread stays as measured.")
 
 
 def jitter_lines(report: SimulationReport) -> list[str]:
     """Each setting's runs on the fastest and the slowest third of the speed factors' range."""
-    jitter = report.request.speed_jitter
+    jitter = report.request.machine_speed
     low, high = 1 - jitter, 1 + jitter
     head = ["#", "setting", f"fast (×{low:.2f}–{1 - jitter / 3:.2f}): right", "cut/run", "run s",
             f"slow (×{1 + jitter / 3:.2f}–{high:.2f}): right", "cut/run", "run s"]
@@ -214,8 +246,8 @@ def jitter_lines(report: SimulationReport) -> list[str]:
                      f"{j.slow.right:.2f}", f"{j.slow.cut:.2f}", f"{j.slow.seconds:.0f}"])
     budgeted = any(s.setting.budget_s is not None for s in report.summaries)
     return [markdown_table(head, rows), "",
-            "A run's seconds (the engine's and the tools') are multiplied by its factor; right: problems right per "
-            "run. " + ("The budget stays as it is: on a slow machine its deadlines cut more." if budgeted else
+            "A stress test, not a rule of AIMO3: a run's seconds (the engine's and the tools') are multiplied by its "
+            "factor, as on a slower or faster machine; right: problems right per run. " + ("The budget stays as it is: on a slow machine its deadlines cut more." if budgeted else
                        "Without a budget the factor moves the seconds only.")]
 
 

@@ -4,13 +4,21 @@ problem earns for the number of those runs that answered it right.
 AIMO3 (its overview): the public leaderboard is one run over the public set; the private leaderboard runs the
 notebook twice over the private set and concatenates the answers, a problem scoring 1 when both answers are right,
 0.5 when one is and 0 when neither; the overall prize needs at least 47 of 50 on both sets. ``count`` is one run
-counted plainly, for other competitions. A simulated day of a rule of two runs plays the same problems twice, each
-run in a new order with fresh draws and its own run-time factor (``solver.offline.sim.trials``).
+counted plainly, for other competitions.
+
+The order a run serves the problems in: the public set "one-by-one in random order", the private set in a "fixed,
+random order" (AIMO3's rules). The gateway Kaggle runs says the same (``kaggle_evaluation/aimo_3_gateway.py``,
+vendored in ``tests/kaggle/gateways/aimo3``: ``generate_data_batches`` shuffles ``test.csv`` with a seed from
+``os.urandom`` unless ``USE_PRIVATE_SET``, "Set to True during the private rerun to disable shuffling", then serves
+the rows as the file holds them): both private runs read the same file, so both play one order, random across
+submissions. A rule's ``order`` says which: ``shuffled`` (each run its own) or ``fixed`` (every run the first's).
+How the second run draws is the seed policy's (``sampling.seed_policy``, ``solver.offline.sim.trials``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -32,6 +40,7 @@ class Scoring:
     runs: int
     credit: tuple[float, ...]  # index: runs that answered right (0..runs)
     text: str
+    order: Literal["shuffled", "fixed"] = "shuffled"  # each run's own order, or every run the first run's
 
     def __post_init__(self) -> None:
         if self.runs < 1 or len(self.credit) != self.runs + 1:
@@ -52,7 +61,8 @@ SCORINGS: dict[str, Scoring] = {
                             "AIMO3's public leaderboard: one run over the set, a problem right scores 1"),
     "aimo3-private": Scoring("aimo3-private", 2, (0.0, 0.5, 1.0),
                              "AIMO3's private leaderboard: two runs over the same problems, a problem scores 1 when "
-                             "both answers are right, 0.5 when one is, 0 when neither"),
+                             "both answers are right, 0.5 when one is, 0 when neither, both runs in one fixed order",
+                             order="fixed"),
     "count": Scoring("count", 1, (0.0, 1.0), "problems right in one run"),
 }
 DEFAULT_SCORING = "aimo3-public"

@@ -1,5 +1,5 @@
 """Per setting, what the trials say: expected score, spread, quantiles, P(score >= X) and the line, the cost, how
-the run-time jitter moves cuts and score, and the setting against the best one (``solver.offline.sim.separation``)."""
+the machine-speed stress test moves cuts and score, and the setting against the best one (``solver.offline.sim.separation``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from solver.offline.sim.scoring import DEFAULT_LINE, Scoring, at_or_above
-from solver.offline.sim.separation import Difference, difference
-from solver.offline.sim.trials import ChunkResult, Plan, Setting, used_repetitions
+from solver.offline.sim.separation import Difference, difference, family_z
+from solver.offline.sim.trials import SEED_POLICIES, ChunkResult, Plan, Setting, used_repetitions
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
@@ -33,6 +33,28 @@ class Jitter:
     jitter: float
     fast: RunShare
     slow: RunShare
+
+
+@dataclass(frozen=True)
+class SeedRow:
+    """A setting's score under one seed policy (a rule of two runs): ``fixed``, the second run replaying the
+    first's draws, or ``per-run``, fresh draws."""
+
+    policy: str
+    mean: float
+    std: float
+    low: float  # 5 %
+    high: float  # 95 %
+    p_line: float  # P(score >= line)
+
+    @classmethod
+    def of(cls, policy: str, scores: np.ndarray, line: float) -> SeedRow:
+        """
+        >>> SeedRow.of("fixed", np.array([40.0, 41.0, 47.0, 48.0]), 47).p_line
+        0.5
+        """
+        return cls(policy, float(scores.mean()), float(scores.std(ddof=1)) if len(scores) > 1 else 0.0,
+                   float(np.quantile(scores, 0.05)), float(np.quantile(scores, 0.95)), at_or_above(scores, line))
 
 
 @dataclass(frozen=True)
@@ -63,6 +85,7 @@ class Summary:
     line: float = DEFAULT_LINE
     jitter: Jitter | None = None
     vs_best: Difference | None = None  # this setting minus the best by mean (None: it is the best)
+    seed_rows: tuple[SeedRow, ...] = ()  # a rule of two runs: the score under each seed policy
 
     @property
     def first_scores(self) -> np.ndarray:
@@ -112,7 +135,9 @@ def summarise(settings: Sequence[Setting], result: ChunkResult, problems: int, t
             share, float(result.cut[i].mean()), float(result.retried[i].mean()),
             float(result.bootstrapped[i].mean()), None if biases is None else biases[i],
             float(result.total_seconds[i].std()), None if runs == 1 else result.first[i], runs, line,
-            jitter_of(result, i, jitter)))
+            jitter_of(result, i, jitter),
+            seed_rows=() if runs == 1 else tuple(SeedRow.of(policy, result.policy_scores[i, :, j], line)
+                                                 for j, policy in enumerate(SEED_POLICIES))))
     return out
 
 
@@ -141,7 +166,8 @@ class Comparer:
         self._codes = used_repetitions(plan, result.keys, result.credit[0] >= 0,
                                        sorted({s.draws for s in plan.settings}))
 
-    def __call__(self, a: int, b: int) -> Difference:
+    def __call__(self, a: int, b: int, family: int = 1) -> Difference:
+        """``a`` minus ``b``, its interval one of ``family`` made together (Bonferroni)."""
         sa, sb = self.plan.settings[a], self.plan.settings[b]
         codes = np.union1d(self._codes[sa.draws], self._codes[sb.draws])
         trials, pools = self.credit.shape[1:]
@@ -149,15 +175,18 @@ class Comparer:
         used[codes] = True
         drawn = self.plan.scoring.runs * max(sa.draws, sb.draws)
         return difference(a, b, self.credit[a] - self.credit[b], used.reshape(trials, pools, self.width),
-                          self.result.scores[a], self.result.scores[b], self.recorded, drawn, self.plan.problems)
+                          self.result.scores[a], self.result.scores[b], self.recorded, drawn, self.plan.problems,
+                          family_z(family), family)
 
 
 def against_best(summaries: Sequence[Summary], compare: Comparer) -> list[Summary]:
-    """Each setting but the best (by mean) with its difference from the best."""
+    """Each setting but the best (by mean) with its difference from the best: S − 1 comparisons against a best the
+    same trials chose, so their intervals are made to hold together (``family_z``)."""
     if not summaries:
         return []
     best = best_index(summaries)
-    return [s if i == best else replace(s, vs_best=compare(i, best)) for i, s in enumerate(summaries)]
+    family = len(summaries) - 1
+    return [s if i == best else replace(s, vs_best=compare(i, best, family)) for i, s in enumerate(summaries)]
 
 
 def jitter_of(result: ChunkResult, i: int, jitter: float) -> Jitter | None:
@@ -166,7 +195,7 @@ def jitter_of(result: ChunkResult, i: int, jitter: float) -> Jitter | None:
     >>> r = ChunkResult(*(np.zeros((1, 3)) for _ in ChunkResult.ARRAYS), run_right=np.array([[[40], [42], [44]]]),
     ...                 run_cut=np.array([[[3], [1], [0]]]), run_seconds=np.array([[[110], [100], [90]]]),
     ...                 speeds=np.array([[1.1], [1.0], [0.9]]), keys=np.zeros(3, dtype=np.int64),
-    ...                 credit=np.zeros((1, 3, 1), dtype=np.int8))
+    ...                 policy_scores=np.zeros((1, 3, 2)), credit=np.zeros((1, 3, 1), dtype=np.int8))
     >>> j = jitter_of(r, 0, 0.1)
     >>> j.fast, j.slow
     (RunShare(runs=1, right=44.0, cut=0.0, seconds=90.0), RunShare(runs=1, right=40.0, cut=3.0, seconds=110.0))

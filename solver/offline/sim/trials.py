@@ -12,16 +12,24 @@ the other settings, and a second round never changes how its first round is draw
 A problem's times come from a timeline (``solver.timing.timeline``): under the engine time model, one per draw and
 W (computed once and shared by every stopper, voter and budget played over it, and, where W covers the draw, by
 every order of the same repetitions); without one, each repetition's recorded seconds. A run's speed factor
-(``--speed-jitter``: repeat submissions vary in run time) multiplies every second of that run, the engine's start,
+(``--machine-speed``, a stress test off by default: no rule of AIMO3 varies the machine) multiplies every second of that run, the engine's start,
 steps, requests, prefills and tool calls alike, as a uniformly slower or faster machine would: the engine time
 model's seconds are all proportional to its parameters, so scaling the timeline is scaling the model. The factor
 is drawn per trial and run from the trial's key alone, so every setting meets the same machine.
 
 Under a scoring rule of two runs (``solver.offline.sim.scoring``, AIMO3's private leaderboard) a trial plays the
-same K problems twice: the second run in a new order, with fresh draws (the recorded repetitions the first run left,
-positions N..2N of the same order, where the problem has 2N recorded: two disjoint random subsets are two
-independent real runs; elsewhere a draw of its own) and its own speed factor; a problem's credit follows from how
-many of its runs answered right.
+same K problems twice, in the order the rule gives (AIMO3's private set: the first run's, fixed) and with the draws
+the seed policy gives (``sampling.seed_policy``): ``fixed``, the same seeds, replays the first run's draws (the two
+runs differ only where their clocks cut differently, i.e. under the machine-speed stress test); ``per-run`` draws
+afresh (the recorded repetitions the first run left, positions N..2N of the same order, where the problem has 2N
+recorded: two disjoint random subsets are two independent real runs; elsewhere a draw of its own). A problem's
+credit follows from how many of its runs answered right. The day is played under both policies (the other one for
+its scores only), so the report shows what the choice does to the spread and P(>= the line).
+
+The first run's order is random (``order: random``, the gateway's shuffle) or, as a stress setting, the problems
+sorted by how hard the recordings make them (the share of recorded repetitions right): ``hard-first``,
+``hard-last`` or ``hard-middle`` (the hardest in the middle, the easiest at both ends), ties in random order. The
+budget allots time by position, so where the hard problems sit moves the cuts.
 """
 
 from __future__ import annotations
@@ -29,13 +37,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
 
 from solver.config import AnswerConfig, Config
 from solver.core.state import Rules
-from solver.offline.sim.play import ProblemDraw, Rounds, simulated_day
+from solver.offline.sim.play import ProblemDraw, Rounds, SimulatedDay, simulated_day
 from solver.offline.sim.pools import Prepared, SimulationError
 from solver.offline.sim.scoring import DEFAULT_SCORING, SCORINGS, Scoring
 from solver.report import Grader
@@ -44,6 +52,10 @@ from solver.timing.timeline import Timeline, engine_timeline, fixed_timeline
 from solver.types import Problem
 
 Draw = Literal["auto", "bootstrap", "subset"]
+Order = Literal["random", "hard-first", "hard-last", "hard-middle"]
+ORDERS: tuple[str, ...] = get_args(Order)
+SeedPolicy = Literal["fixed", "per-run"]
+SEED_POLICIES: tuple[str, ...] = get_args(SeedPolicy)
 TRIALS_PER_CHUNK = 50  # trials per parallel task; fixed, so results do not depend on the number of jobs
 # Seed words that set a trial's other streams apart from its draws' ([key, problem, 0 or 1]; problems are indices
 # far below these): the second run's order and key, and each run's speed factor.
@@ -154,7 +166,13 @@ class Plan:
     draw: Draw
     model: EngineTimeModel | None = None  # None: each repetition's recorded seconds
     scoring: Scoring = SCORINGS[DEFAULT_SCORING]
-    speed_jitter: float = 0.0  # a run's seconds are multiplied by a factor drawn uniformly in 1 ± this
+    machine_speed: float = 0.0  # a run's seconds are multiplied by a factor drawn uniformly in 1 ± this
+    order: Order = "random"  # the first run's order: the gateway's shuffle, or the hard problems placed (stress)
+
+    @property
+    def seed_policy(self) -> SeedPolicy:
+        """How a rule's second run draws (``sampling.seed_policy`` of the runs' config, as the predictor reads it)."""
+        return self.config.sampling.seed_policy
 
 
 @dataclass
@@ -176,6 +194,7 @@ class ChunkResult:
     run_seconds: np.ndarray  # (settings, trials, runs) each run's seconds, the engine's start included
     speeds: np.ndarray  # (trials, runs) each run's speed factor (its seconds multiplied by it)
     keys: np.ndarray  # (trials,) each trial's key: its draws can be made again from it (``used_repetitions``)
+    policy_scores: np.ndarray  # (settings, trials, 2) the score under each seed policy (SEED_POLICIES' order)
     credit: np.ndarray  # (settings, trials, pools) int8: runs that answered the problem right; -1: not drawn
     stops: list[Counter[str]] = field(default_factory=list)  # per setting: stop reasons over problems
 
@@ -345,7 +364,7 @@ def scaled(timeline: Timeline, speed: float, start: float) -> Timeline:
 
 def speed_factor(key: int, run: int, jitter: float) -> float:
     """A run's speed factor: its seconds are multiplied by a number drawn uniformly in 1 ± ``jitter`` (the
-    overview bounds how much repeat submissions vary in run time, and says nothing of the shape), fixed by the
+    machine-speed stress test; a shape is assumed, none is known), fixed by the
     trial's key and the run, so every setting meets the same machine.
 
     >>> speed_factor(5, 0, 0.0), 0.9 <= speed_factor(5, 0, 0.1) <= 1.1
@@ -358,38 +377,86 @@ def speed_factor(key: int, run: int, jitter: float) -> float:
     return 1.0 + jitter * float(np.random.default_rng([key, SPEED, run]).uniform(-1.0, 1.0))
 
 
-def day_draws(plan: Plan, order: np.ndarray, key: int) -> list[tuple[np.ndarray, list[Draws | SecondDraws], float]]:
+@dataclass(frozen=True)
+class RunDraws:
+    """One run of a day: the problems (pool indices) in the order played, each one's draws, the run's speed."""
+
+    order: np.ndarray
+    draws: list[Draws | SecondDraws]
+    speed: float
+
+
+def arrange(chosen: np.ndarray, accuracy: np.ndarray, order: Order) -> np.ndarray:
+    """The day's problems (``chosen``, in random order) in the run's ``order``, by the recordings' ``accuracy``
+    per pool (low = hard); ties keep their random order.
+
+    >>> acc = np.array([0.9, 0.1, 0.5, 0.3, 0.7])  # pools 1, 3, 2, 4, 0 from hardest to easiest
+    >>> [arrange(np.arange(5), acc, o).tolist() for o in ("hard-first", "hard-last", "hard-middle")]
+    [[1, 3, 2, 4, 0], [0, 4, 2, 3, 1], [0, 2, 1, 3, 4]]
+    >>> arrange(np.array([3, 0]), acc, "random").tolist()
+    [3, 0]
+    """
+    if order == "random":
+        return chosen
+    hardest_first = chosen[np.argsort(accuracy[chosen], kind="stable")]
+    if order == "hard-first":
+        return hardest_first
+    easiest_first = hardest_first[::-1]
+    if order == "hard-last":
+        return easiest_first
+    return np.concatenate([easiest_first[0::2], easiest_first[1::2][::-1]])  # a tent: the hardest in the middle
+
+
+def day_draws(plan: Plan, order: np.ndarray, key: int, policy: SeedPolicy) -> list[RunDraws]:
     """Per run of the scoring rule: the problems in the order played, their draws and the run's speed factor. The
-    first run is the trial's order and key; a second plays the same problems in a new order with fresh draws."""
+    first run is ``order`` (already arranged) with the trial's key. A second run plays the same problems in the
+    first run's order where the rule fixes it (AIMO3's private set) or a stress order places them, else in a new
+    order; with the first run's draws under the ``fixed`` seed policy, fresh ones under ``per-run``."""
     draws = [Draws(key, int(p), len(plan.prepared[p].seconds), plan.draw) for p in order]
-    runs: list[tuple[np.ndarray, list[Draws | SecondDraws], float]] = [
-        (order, list(draws), speed_factor(key, 0, plan.speed_jitter))]
+    runs = [RunDraws(order, list(draws), speed_factor(key, 0, plan.machine_speed))]
     if plan.scoring.runs == 2:
-        second, key2 = second_run(key, len(order))
-        runs.append((order[second], [SecondDraws(draws[i], key2) for i in second],
-                     speed_factor(key, 1, plan.speed_jitter)))
+        shuffle, key2 = second_run(key, len(order))
+        again = np.arange(len(order)) if plan.scoring.order == "fixed" or plan.order != "random" else shuffle
+        second: list[Draws | SecondDraws] = [draws[i] if policy == "fixed" else SecondDraws(draws[i], key2)
+                                             for i in again]
+        runs.append(RunDraws(order[again], second, speed_factor(key, 1, plan.machine_speed)))
     return runs
 
 
 def second_run(key: int, problems: int) -> tuple[np.ndarray, int]:
-    """The second run's order (a permutation of the first run's positions) and its draws' key, from the trial's."""
+    """A second run's order where the rule shuffles each run (a permutation of the first run's positions) and its
+    fresh draws' key, from the trial's."""
     again = np.random.default_rng([key, SECOND_RUN])
     return again.permutation(problems), int(again.integers(2**62))
 
 
+def recorded_accuracy(plan: Plan) -> np.ndarray:
+    """Per pool, the share of its recorded repetitions whose answer is right (by the first setting's voter's
+    ballots; none recorded: 0): how hard the recordings make each problem, for the stress orders."""
+    grade = ProblemGrader(plan.config.answers)
+    voter = plan.settings[0].voter
+    out = np.zeros(len(plan.prepared))
+    for p, prep in enumerate(plan.prepared):
+        ballots = prep.ballots[voter]
+        if ballots:
+            out[p] = sum(b is not None and grade(prep.problem, b.answer) for b in ballots) / len(ballots)
+    return out
+
+
 def used_repetitions(plan: Plan, keys: np.ndarray, drawn: np.ndarray, lengths: Sequence[int]) -> dict[int, np.ndarray]:
-    """Per draw length L: which recorded repetitions the days' draws of L use, every run's, made again from the
-    trials' keys, as sorted codes (trial × P + problem) × M + repetition (P problems, M the most recorded);
-    ``drawn`` (trials, P) says which problems each trial played."""
+    """Per draw length L: which recorded repetitions the days' draws of L use, every run's (under the plan's seed
+    policy), made again from the trials' keys, as sorted codes (trial × P + problem) × M + repetition (P problems, M
+    the most recorded); ``drawn`` (trials, P) says which problems each trial played."""
     pools = len(plan.prepared)
     width = max(1, max(len(p.seconds) for p in plan.prepared))
     found: dict[int, list[int]] = {length: [] for length in lengths}
+    fresh = plan.scoring.runs == 2 and plan.seed_policy == "per-run"
     for t, key in enumerate(keys):
-        key2 = second_run(int(key), plan.problems)[1] if plan.scoring.runs == 2 else 0
+        key2 = second_run(int(key), plan.problems)[1] if fresh else 0
         for p in np.flatnonzero(drawn[t]):
             available = len(plan.prepared[p].seconds)
             first = Draws(int(key), int(p), available, plan.draw)
-            second = SecondDraws(first, key2) if plan.scoring.runs == 2 else None
+            second = SecondDraws(first, key2) if fresh else None
             base = (t * pools + int(p)) * width
             for length in lengths:
                 used = set(first.take(length)[0].tolist())
@@ -402,13 +469,14 @@ def used_repetitions(plan: Plan, keys: np.ndarray, drawn: np.ndarray, lengths: S
 def run_chunk(plan: Plan, trials: int, seed: Sequence[int]) -> ChunkResult:
     """``trials`` leaderboard days of every setting on shared draws from ``np.random.default_rng(seed)``: each day
     the scoring rule's runs, each run a simulated day (``simulated_day``) of the setting's config over the trial's
-    problems."""
+    problems; under a rule of two runs the second run is also played under the other seed policy, for its score."""
     rng = np.random.default_rng(list(seed))
     s_count, runs, pools = len(plan.settings), plan.scoring.runs, len(plan.prepared)
     shape = (s_count, trials)
     out = ChunkResult(*(np.zeros(shape) for _ in ChunkResult.ARRAYS), run_right=np.zeros((s_count, trials, runs)),
                       run_cut=np.zeros((s_count, trials, runs)), run_seconds=np.zeros((s_count, trials, runs)),
                       speeds=np.ones((trials, runs)), keys=np.zeros(trials, dtype=np.int64),
+                      policy_scores=np.zeros((s_count, trials, len(SEED_POLICIES))),
                       credit=np.full((s_count, trials, pools), -1, dtype=np.int8),
                       stops=[Counter() for _ in range(s_count)])
     grade = ProblemGrader(plan.config.answers)
@@ -419,29 +487,39 @@ def run_chunk(plan: Plan, trials: int, seed: Sequence[int]) -> ChunkResult:
             rules[s.rules_key] = Rules.of(config)
     timelines = Timelines(plan)
     start_s = plan.model.start_s if plan.model is not None else 0.0
+    accuracy = recorded_accuracy(plan) if plan.order != "random" else np.zeros(pools)
+    policy = plan.seed_policy
+    other: SeedPolicy = "per-run" if policy == "fixed" else "fixed"
     k = plan.problems
     for t in range(trials):
-        order = rng.permutation(pools)[:k]
+        order = arrange(rng.permutation(pools)[:k], accuracy, plan.order)
         key = int(rng.integers(2**62))
-        days = day_draws(plan, order, key)
+        days = day_draws(plan, order, key, policy)
+        alternate = day_draws(plan, order, key, other)[1] if runs == 2 else None
         out.keys[t] = key
-        out.speeds[t] = [speed for _, _, speed in days]
+        out.speeds[t] = [run.speed for run in days]
         for s_index, (setting, config) in enumerate(zip(plan.settings, configs)):
-            right_runs = np.zeros(pools, dtype=np.int8)
-            fin, lau, tok, sec, total, cut, boot, retried = 0, 0, 0.0, 0.0, 0.0, 0, 0, 0
-            for r, (played_order, draws, speed) in enumerate(days):
-                picks = [draw.take(setting.draws)[0] for draw in draws]
+
+            def played(run: RunDraws) -> tuple[SimulatedDay, list[bool]]:
+                picks = [draw.take(setting.draws)[0] for draw in run.draws]
                 day = simulated_day(config, (ProblemDraw([plan.prepared[p].ballots[setting.voter][i] for i in idx],
                                                          timelines.rounds(int(p), idx, setting.reps, setting.workers,
-                                                                          speed))
-                                             for p, idx in zip(played_order, picks)),
-                                    rules=rules[setting.rules_key], start_s=start_s * speed)
-                right_here, cut_here = 0, 0
-                for p, draw, slot in zip(played_order, draws, day.problems):
+                                                                          run.speed))
+                                             for p, idx in zip(run.order, picks)),
+                                    rules=rules[setting.rules_key], start_s=start_s * run.speed)
+                return day, [grade(plan.prepared[p].problem, slot.played.answer)
+                             for p, slot in zip(run.order, day.problems)]
+
+            right_runs = np.zeros(pools, dtype=np.int8)
+            fin, lau, tok, sec, total, cut, boot, retried = 0, 0, 0.0, 0.0, 0.0, 0, 0, 0
+            first_right: list[bool] = []
+            for r, run in enumerate(days):
+                day, rights = played(run)
+                first_right = first_right or rights
+                right_runs[run.order] += np.array(rights, dtype=np.int8)
+                cut_here = 0
+                for draw, slot in zip(run.draws, day.problems):
                     result = slot.played
-                    right = grade(plan.prepared[p].problem, result.answer)
-                    right_here += right
-                    right_runs[p] += right
                     fin += result.finished
                     lau += result.launched
                     tok += result.tokens
@@ -452,10 +530,23 @@ def run_chunk(plan: Plan, trials: int, seed: Sequence[int]) -> ChunkResult:
                     out.stops[s_index][result.stopped_by] += 1
                 total += day.seconds
                 cut += cut_here
-                out.run_right[s_index, t, r], out.run_cut[s_index, t, r] = right_here, cut_here
+                out.run_right[s_index, t, r], out.run_cut[s_index, t, r] = sum(rights), cut_here
                 out.run_seconds[s_index, t, r] = day.seconds
             out.credit[s_index, t, order] = right_runs[order]
             score = float(plan.scoring.credit_of(right_runs[order]).sum())
+            out.policy_scores[s_index, t, SEED_POLICIES.index(policy)] = score
+            if alternate is None:
+                out.policy_scores[s_index, t, SEED_POLICIES.index(other)] = score
+            else:
+                # The same draws in the same order at the same speed replay the first run exactly: no need to play.
+                same = (other == "fixed" and np.array_equal(alternate.order, order)
+                        and alternate.speed == days[0].speed)
+                rights = first_right if same else played(alternate)[1]
+                again = np.zeros(pools, dtype=np.int8)
+                again[order] += np.array(first_right, dtype=np.int8)
+                again[alternate.order] += np.array(rights, dtype=np.int8)
+                out.policy_scores[s_index, t, SEED_POLICIES.index(other)] = float(
+                    plan.scoring.credit_of(again[order]).sum())
             n = k * runs
             row = (score, out.run_right[s_index, t, 0], fin / n, lau / n, tok / n, sec / n, total / runs, cut / runs,
                    boot / runs, retried / runs)
@@ -486,5 +577,5 @@ def run_trials(plan: Plan, trials: int, seed: int, jobs: int = 1) -> ChunkResult
 
     return ChunkResult(*(joined(name) for name in ChunkResult.ARRAYS), run_right=joined("run_right"),
                        run_cut=joined("run_cut"), run_seconds=joined("run_seconds"), speeds=joined("speeds"),
-                       keys=joined("keys"), credit=joined("credit"),
+                       keys=joined("keys"), policy_scores=joined("policy_scores"), credit=joined("credit"),
                        stops=[sum((p.stops[i] for p in parts), Counter()) for i in range(len(plan.settings))])

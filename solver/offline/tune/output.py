@@ -57,7 +57,7 @@ def versus_best(s: Summary) -> str:
     >>> from solver.offline.sim import Difference
     >>> versus_best(SimpleNamespace(vs_best=None)), versus_best(SimpleNamespace(vs_best=Difference(1, 0, -0.5,
     ...     (-2.0, 1.0), 0.75, 30.2)))
-    ('best', '-0.50 [-1.25, +0.25] not separable (~31 attempts/problem)')
+    ('best', '-0.50 [-1.25, +0.25] not separable (~31 attempts/problem at 80 % power)')
     """
     d = s.vs_best
     if d is None:
@@ -66,7 +66,9 @@ def versus_best(s: Summary) -> str:
         return f"{d.text()} separable"
     if math.isinf(d.attempts or 0.0):
         return f"{d.text()} " + ("same draws" if d.half == 0 else "not separable")
-    return f"{d.text()} not separable (~{math.ceil(d.attempts or 0.0)} attempts/problem)"
+    if d.attempts is None:
+        return f"{d.text()} not separable (more trials would tell)"
+    return f"{d.text()} not separable (~{math.ceil(d.attempts)} attempts/problem at 80 % power)"
 
 
 def time_policy(s: Summary) -> str:
@@ -186,7 +188,7 @@ def markdown(report: TuneReport) -> str:
 
 def scoring_lines(report: TuneReport) -> list[str]:
     """How the days were scored, the chosen setting against the line (and, under a rule of two runs, its first run
-    alone: the public leaderboard's), and how the run-time jitter moves it."""
+    alone: the public leaderboard's), and how the machine-speed stress test moves it."""
     sim = report.simulation
     rule, req, c = sim.rule, sim.request, report.choice
     text = (f"Scoring: {rule.name} ({rule.text}); the chosen setting clears the line {req.line:g} on "
@@ -195,7 +197,7 @@ def scoring_lines(report: TuneReport) -> list[str]:
         text += (f"; one run alone (a {rule.first_run_name.split(' ')[0]} leaderboard day) scores "
                  f"{float(c.first_scores.mean()):.2f}, at or above the line on {100 * c.first_p_line:.0f} % of days; "
                  f"both: {100 * c.p_line * c.first_p_line:.0f} %")
-    jitter = jitter_text(req.speed_jitter)
+    jitter = jitter_text(req.machine_speed)
     out = [f"{text}. {jitter[0].upper()}{jitter[1:]}."]
     j = c.jitter
     if j is not None:
