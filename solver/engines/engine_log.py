@@ -20,7 +20,7 @@ from typing import Any
 # epoch seconds to the ms first, so lines of every process of the engine sort and line up on one clock
 EPOCH_FORMAT = "%(created).3f %(levelname)s [%(name)s] %(message)s"
 
-_STAMP = r"(?:\([^)]*\)\s+)?(?P<t>\d{9,11}\.\d{3}) "
+_STAMP = r"(?:\([^)]*\)\s+)?(?:(?P<t>\d{9,11}\.\d{3}) )?"  # vLLM's own format has no epoch: t 0
 _ITERATION = re.compile(
     _STAMP + r".*?Iteration\((?P<i>\d+)\): (?P<cr>\d+) context requests, (?P<ct>\d+) context tokens, "
     r"(?P<gr>\d+) generation requests, (?P<gt>\d+) generation tokens, iteration elapsed time: (?P<ms>[0-9.]+) ms")
@@ -89,12 +89,12 @@ def parse_engine_log(text: str) -> EngineLog:
     steps, compiles, warmups = [], [], []
     for line in text.splitlines():
         if "Iteration(" in line and (m := _ITERATION.search(line)):
-            steps.append(Step(float(m["t"]), int(m["i"]), int(m["cr"]), int(m["ct"]), int(m["gr"]), int(m["gt"]),
+            steps.append(Step(float(m["t"] or 0), int(m["i"]), int(m["cr"]), int(m["ct"]), int(m["gr"]), int(m["gt"]),
                               float(m["ms"])))
         elif "during inference" in line and (m := _JIT.search(line)):
-            compiles.append(Compile(float(m["t"]), m["backend"], m["fn"], m["detail"] or ""))
+            compiles.append(Compile(float(m["t"] or 0), m["backend"], m["fn"], m["detail"] or ""))
         elif "engine warm-up" in line and (m := _WARMUP.search(line)):
-            warmups.append((float(m["t"]), int(m["shapes"]), float(m["s"])))
+            warmups.append((float(m["t"] or 0), int(m["shapes"]), float(m["s"])))
     return EngineLog(tuple(sorted(steps, key=lambda s: s.t)), tuple(sorted(compiles, key=lambda c: c.t)),
                      tuple(warmups))
 
