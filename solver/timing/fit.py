@@ -353,6 +353,30 @@ def _fitted_on(model: EngineTimeModel, inputs: dict[str, list[str]]) -> tuple[Fi
     return tuple(FitInput(file, tuple(numbers)) for file, numbers in sorted(by.items()))
 
 
+def _scaled_like(model: EngineTimeModel, like: dict[str, Any], decode: DecodeFit, files: list[str],
+                 sources: dict[str, str], inputs: dict[str, list[str]]) -> EngineTimeModel:
+    """``model`` (another machine's) with its step points but the fitted batch's times the days' hold-free step
+    over ``like``'s (a day slice of that machine) at the same batch; sources and inputs say so."""
+    theirs = day_fit(like, model.prefill_tokens_per_s).decode
+    if theirs.sequences != decode.sequences:
+        raise ConfigError(f"{like['_file']} was fitted at batch {theirs.sequences}, the days at {decode.sequences}: "
+                          "no common batch to scale the other step points by")
+    ratio = decode.step_s / theirs.step_s  # hold-free over hold-free: the machines, not their stalls
+    points = []
+    for b, s in model.step_s:
+        if b == decode.sequences:
+            points.append((b, s))
+            continue
+        points.append((b, round(s * ratio, 7)))
+        key = f"step_s.{b}"
+        sources[key] = (f"{model.name}'s {1000 * s:.3f} ms ({sources.get(key, 'its source')}) times {ratio:.4f}: the "
+                        f"hold-free step at batch {decode.sequences} here, {1000 * decode.step_s:.3f} ms "
+                        f"({' + '.join(files)}), over {model.name}'s, {1000 * theirs.step_s:.3f} ms "
+                        f"({like['_file']}); inferred, not measured here")
+        inputs[key] = list(dict.fromkeys([*inputs.get(key, ()), like["_file"], *files]))
+    return replace(model, step_s=tuple(points))
+
+
 def fit(base: EngineTimeModel, timeline_data: dict[str, Any] | None = None, probes: list[dict[str, Any]] = (),
         contender: str | None = None, name: str | None = None, fault: dict[str, Any] | None = None,
         days: list[dict[str, Any]] = (), like: dict[str, Any] | None = None) -> EngineTimeModel:
@@ -409,6 +433,8 @@ def fit(base: EngineTimeModel, timeline_data: dict[str, Any] | None = None, prob
         named = " + ".join(files)
         found = day_fit(list(days), model.prefill_tokens_per_s)
         decode, scale = found.decode, 1.0 / (1.0 - found.hold_share)
+        if like is not None:
+            model = _scaled_like(model, like, found.decode, files, sources, inputs)
         step = round(decode.step_s * scale, 7)
         moved = step / model.base_seconds(decode.sequences)  # the points these days fed by a ratio move with it
         model = replace(model, step_s=tuple(
@@ -429,25 +455,6 @@ def fit(base: EngineTimeModel, timeline_data: dict[str, Any] | None = None, prob
                                 f"prefill (the loop's turn and the engine's admission), {named}")
         for number in (f"step_s.{decode.sequences}", "context_s", "request_s"):
             inputs[number] = list(files)
-        if like is not None:
-            theirs = day_fit(like, base.prefill_tokens_per_s).decode
-            if theirs.sequences != decode.sequences:
-                raise ConfigError(f"{like['_file']} was fitted at batch {theirs.sequences}, the days at "
-                                  f"{decode.sequences}: no common batch to scale the other step points by")
-            ratio = decode.step_s / theirs.step_s  # hold-free over hold-free: the machines, not their stalls
-            scaled_points = []
-            for b, s in model.step_s:
-                if b == decode.sequences:
-                    scaled_points.append((b, s))
-                    continue
-                scaled_points.append((b, round(s * ratio, 7)))
-                key = f"step_s.{b}"
-                sources[key] = (f"{base.name}'s {1000 * s:.3f} ms ({sources.get(key, 'its source')}) times "
-                                f"{ratio:.4f}: the hold-free step at batch {decode.sequences} here, "
-                                f"{1000 * decode.step_s:.3f} ms ({named}), over {base.name}'s, "
-                                f"{1000 * theirs.step_s:.3f} ms ({like['_file']}); inferred, not measured here")
-                inputs[key] = list(dict.fromkeys([*inputs.get(key, ()), like["_file"], *files]))
-            model = replace(model, step_s=tuple(scaled_points))
     return replace(model, name=name or model.name, sources=sources, fitted_on=_fitted_on(model, inputs))
 
 

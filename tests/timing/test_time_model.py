@@ -61,8 +61,21 @@ def test_refitting_the_raw_results_gives_the_shipped_files() -> None:
     assert dump(tiny) == (DATA_DIR / "tiny.yaml").read_text()
 
 
+def test_the_h200_model_is_its_fit_from_the_h200_slices() -> None:
+    """h200-gptoss: decode and requests fitted on the two H200 slices with the warm-up (no holds), the other batch
+    sizes h100-gptoss's scaled by the hold-free step both machines measured at batch 7 (``--like``); refitting the
+    shipped file from its slices gives it back."""
+    days = [result("h200_day-b-warmup.json"), result("h200_day-c-cache.json")]
+    shipped = load_time_model("h200-gptoss")
+    fresh = fit(load_time_model("h100-gptoss"), days=days, like=result("h100_day-slice.json"))
+    assert (fresh.step_s, fresh.context_s, fresh.request_s) == (shipped.step_s, shipped.context_s, shipped.request_s)
+    assert dump(fit(shipped, days=days)) == (DATA_DIR / "h200-gptoss.yaml").read_text()
+    assert set(shipped.fed_by("context_s")) == {d["_file"] for d in days}
+    assert shipped.fed("h200_day-a-cold.json") == ()  # the cold run, with its holds, is left to check
+
+
 def test_every_number_says_where_it_came_from() -> None:
-    for name in ("h100-gptoss", "tiny"):
+    for name in ("h100-gptoss", "h200-gptoss", "tiny"):
         model = load_time_model(name)
         keys = {f"step_s.{b}" for b, _ in model.step_s} | {"context_s", "prefill_tokens_per_s", "request_s",
                                                              "block_tokens", "cache_tokens", "cache_per_context",
