@@ -1,4 +1,4 @@
-"""Fit an engine time model from benchmark results, and check it against the run it came from.
+"""Fit an engine time model from benchmark results, naming the runs each number came from (``fitted_on``).
 
 Inputs (the JSON the benchmarks write with ``--json``):
 
@@ -37,7 +37,15 @@ timelines (``h100_real-t-30k.json``, ``-36k``) are its checks (``--check``):
         --fault $R/h100_day-fault.json --check $R/h100_real-t-30k.json --check $R/h100_real-t-36k.json \\
         --out solver/timing/data/h100-gptoss.yaml
 
-(``benchmarks/day_check.py`` plays the day slice itself through the simulator's day.)
+(``benchmarks/day_check.py`` plays the day slice itself through the simulator's day. Both call a figure on a run
+the model was fitted on the fit's residual, not a check; day_check.py checks each fitted problem on the model
+refitted without it.)
+
+The H200 model: decode and requests from the two H200 slices with the warm-up, fitted together; the batch sizes
+they cannot tell from the H100's, scaled by the hold-free step both machines measured (``--like``):
+
+    R=benchmarks/results; python -m solver.timing.fit --base h100-gptoss --name h200-gptoss \\
+        --day $R/h200_day-b-warmup.json --day $R/h200_day-c-cache.json --like $R/h100_day-slice.json --out F.yaml
 
 The tiny CPU model, from three real-shape runs on this machine (1, 4 and 8 attempts of 3,000 tokens: ``python
 benchmarks/engine.py --workload real --attempts N --attempt-tokens 3000 --set engine.args.max_model_len=4096
