@@ -20,6 +20,13 @@ where the measured time went beyond the engine's steady work: the engine's holds
 an engine start, its warm-up). Then the slice's total. The targets (issue 36): each problem within 10 %, the
 total within 3 %, the same stops; exit 0 when all are met, 1 when one is not. A problem whose engine was killed
 (``day.py --kill-engine-at``) is shown, not compared.
+
+Fitted and checked apart (issue 45): a model names the result files it was fitted on (``fitted_on``). When the
+day file is one of them, its figures on the model as shipped are **in-sample**, printed as the fit's residual and
+called so. Every problem the model's day fit saw (by its id, in any of the slices that fed ``context_s``, read
+from the day file's folder) is played again on the model refitted without it (``solver.timing.fit.held_out``:
+leave one problem out); those held-out figures, and the plain ones of problems the fit never saw, are the check,
+the estimate of the fit's error, and the targets are judged on them.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -115,11 +122,27 @@ class Row:
     hold_s: float
     first_wait_s: float  # the measured wait for the problem's first tokens (every attempt's first request)
     killed: bool = False  # the engine was killed in it: shown, not compared
+    held_out_s: float | None = None  # simulated on the model refitted without this problem; None: it never saw it
 
     @property
     def gap(self) -> float:
-        """Measured over simulated seconds, minus 1."""
+        """Measured over simulated seconds (the model as given), minus 1."""
         return self.measured_s / self.simulated_s - 1 if self.simulated_s > 0 else 0.0
+
+    @property
+    def check_s(self) -> float:
+        """The simulated seconds that check the model: held out where its fit saw the problem."""
+        return self.simulated_s if self.held_out_s is None else self.held_out_s
+
+    @property
+    def check_gap(self) -> float:
+        """Measured over the checking seconds, minus 1.
+
+        >>> r = Row("p", 1, 110.0, 100.0, None, None, "a", "a", 4, 4, 8, 8, "1", "1", 0, 0.0, 0.1, held_out_s=88.0)
+        >>> round(r.gap, 3), round(r.check_gap, 3)
+        (0.1, 0.25)
+        """
+        return self.measured_s / self.check_s - 1 if self.check_s > 0 else 0.0
 
     @property
     def same_stop(self) -> bool:
@@ -139,55 +162,109 @@ def measured_stop(problem: dict[str, Any]) -> tuple[str, int, int, str]:
 
 
 def verdict(rows: list[Row]) -> tuple[bool, list[str]]:
-    """Whether the targets are met, and a line per target.
+    """Whether the targets are met on the checking figures (``Row.check_gap``: held out where the fit saw the
+    problem), and a line per target.
 
     >>> r = Row("p", 1, 110.0, 100.0, None, None, "agree:4", "agree:4", 4, 4, 8, 8, "1", "1", 0, 0.0, 0.1)
     >>> verdict([r])
     (False, ['problems within 10 %: 1/1 (worst +10.0 %)', 'total within 3 %: no (+10.0 %)', 'same stops: 1/1'])
+    >>> verdict([replace(r, held_out_s=108.0)])[1][:2]
+    ['problems within 10 % (held out): 1/1 (worst +1.9 %)', 'total within 3 % (held out): yes (+1.9 %)']
     """
     compared = [r for r in rows if not r.killed]
-    within = [abs(r.gap) <= PROBLEM_TARGET + 1e-9 for r in compared]
-    worst = max(compared, key=lambda r: abs(r.gap))
-    measured, simulated = sum(r.measured_s for r in compared), sum(r.simulated_s for r in compared)
+    within = [abs(r.check_gap) <= PROBLEM_TARGET + 1e-9 for r in compared]
+    worst = max(compared, key=lambda r: abs(r.check_gap))
+    measured, simulated = sum(r.measured_s for r in compared), sum(r.check_s for r in compared)
     total = measured / simulated - 1
     same = sum(r.same_stop for r in compared)
     ok = all(within) and abs(total) <= TOTAL_TARGET and same == len(compared)
-    lines = [f"problems within {PROBLEM_TARGET:.0%}: {sum(within)}/{len(compared)} (worst {worst.gap:+.1%})",
-             f"total within {TOTAL_TARGET:.0%}: {'yes' if abs(total) <= TOTAL_TARGET else 'no'} ({total:+.1%})",
+    how = " (held out)" if any(r.held_out_s is not None for r in compared) else ""
+    lines = [f"problems within {PROBLEM_TARGET:.0%}{how}: {sum(within)}/{len(compared)} (worst {worst.check_gap:+.1%})",
+             f"total within {TOTAL_TARGET:.0%}{how}: {'yes' if abs(total) <= TOTAL_TARGET else 'no'} ({total:+.1%})",
              f"same stops: {same}/{len(compared)}"]
     return ok, [line.replace("%", " %") for line in lines]
 
 
+def residual(rows: list[Row]) -> str:
+    """The in-sample figures as one line, called the fit's residual (never a check).
+
+    >>> r = Row("p", 1, 110.0, 100.0, None, None, "a", "a", 4, 4, 8, 8, "1", "1", 0, 0.0, 0.1)
+    >>> residual([r])
+    "the fit's residual (in-sample, not a check): total +10.0 %, worst problem +10.0 %"
+    """
+    compared = [r for r in rows if not r.killed]
+    total = sum(r.measured_s for r in compared) / sum(r.simulated_s for r in compared) - 1
+    worst = max(compared, key=lambda r: abs(r.gap)).gap
+    return f"the fit's residual (in-sample, not a check): total {total:+.1%}, worst problem {worst:+.1%}" \
+        .replace("%", " %")
+
+
 def table(rows: list[Row]) -> list[str]:
     """The check as markdown table lines, and the total."""
-    lines = ["| problem | call | measured s | simulated s | gap | allotted s (run / sim) | stop (run / sim) | "
-             "finished | launched | answer | holds | first tokens s |",
-             "|---|---:|---:|---:|---:|---|---|---|---|---|---|---:|"]
+    lines = ["| problem | call | measured s | simulated s | gap | held out s | gap held out | allotted s (run / sim) "
+             "| stop (run / sim) | finished | launched | answer | holds | first tokens s |",
+             "|---|---:|---:|---:|---:|---:|---:|---|---|---|---|---|---|---:|"]
 
     def allot(x: float | None) -> str:
         return "-" if x is None else f"{x:.0f}"
 
+    def pct(x: float) -> str:
+        return f"{x:+.1%}".replace("%", " %")
+
     for r in rows:
-        gap = "killed" if r.killed else f"{r.gap:+.1%}".replace("%", " %")
-        lines.append(f"| {r.id} | {r.call} | {r.measured_s:.1f} | {r.simulated_s:.1f} | {gap} | "
+        gap = "killed" if r.killed else pct(r.gap)
+        out = "-" if r.held_out_s is None else f"{r.held_out_s:.1f}"
+        out_gap = "-" if r.held_out_s is None or r.killed else pct(r.check_gap)
+        lines.append(f"| {r.id} | {r.call} | {r.measured_s:.1f} | {r.simulated_s:.1f} | {gap} | {out} | {out_gap} | "
                      f"{allot(r.allotted_m)} / {allot(r.allotted_s)} | {r.stop_m} / {r.stop_s} | "
                      f"{r.finished_m} / {r.finished_s} | {r.launched_m} / {r.launched_s} | {r.answer_m} / "
                      f"{r.answer_s} | {r.holds} ({r.hold_s:.1f} s) | {r.first_wait_s:.1f} |")
     compared = [r for r in rows if not r.killed]
     measured, simulated = sum(r.measured_s for r in compared), sum(r.simulated_s for r in compared)
-    lines.append(f"| total | | {measured:.1f} | {simulated:.1f} | {measured / simulated - 1:+.1%} | | | | | | "
-                 f"{sum(r.holds for r in compared)} ({sum(r.hold_s for r in compared):.1f} s) | |"
-                 .replace("%", " %"))
+    checked = sum(r.check_s for r in compared)
+    lines.append(f"| total | | {measured:.1f} | {simulated:.1f} | {pct(measured / simulated - 1)} | {checked:.1f} | "
+                 f"{pct(measured / checked - 1)} | | | | | | {sum(r.holds for r in compared)} "
+                 f"({sum(r.hold_s for r in compared):.1f} s) | |")
     return lines
 
 
 # ---- the simulator's day ---------------------------------------------------------------------------------------
 
 
-def compare(day: dict[str, Any], model: Any) -> list[Row]:
-    """Every problem of ``day`` (a ``day.py`` JSON) measured against the simulator's day of the same plan."""
-    from dataclasses import replace
+def compare(day: dict[str, Any], model: Any, fitted: list[dict[str, Any]] = ()) -> list[Row]:
+    """Every problem of ``day`` (a ``day.py`` JSON) measured against the simulator's day of the same plan; each
+    one the model's day fit saw (``fitted``: its day slices, ``fitted_days``) also on the model refitted without
+    it (``held_out_s``)."""
+    from solver.timing.fit import held_out
 
+    rows = played(day, model)
+    seen = {p["id"] for d in fitted for p in d.get("problems", [])}
+    out = []
+    for row in rows:
+        if row.id in seen and not row.killed:
+            fold = held_out(model, list(fitted), row.id)
+            row = replace(row, held_out_s=next(r.simulated_s for r in played(day, fold) if r.id == row.id))
+        out.append(row)
+    return out
+
+
+def fitted_days(model: Any, folder: Path) -> list[dict[str, Any]]:
+    """The day slices the model's decode and requests were fitted on (the files ``fitted_on`` names for
+    ``context_s`` that are day slices), read from ``folder``; a one-line ``BadInput`` for one not there."""
+    out = []
+    for name in model.fed_by("context_s"):
+        path = folder / name
+        if not path.is_file():
+            raise BadInput(f"{model.name} was fitted on {name}, not in {folder}: its problems cannot be held out")
+        data = json.loads(path.read_text())
+        if data.get("problems") and data.get("plan"):
+            data["_file"] = name
+            out.append(data)
+    return out
+
+
+def played(day: dict[str, Any], model: Any) -> list[Row]:
+    """Every problem of ``day`` measured against the simulator's day of the same plan on ``model``."""
     from solver.offline.sim import ProblemPool, prepare, simulated_run
     from solver.timing.fit import holds
     from solver.types import Problem
@@ -276,17 +353,27 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         day = json.loads(args.day.read_text())
         model = load_time_model(args.time_model or slice_config(day).engine.time_model or "h100-gptoss")
-        rows = compare(day, model)
+        rows = compare(day, model, fitted_days(model, args.day.parent))
     except (BadInput, ConfigError, OSError, ValueError, KeyError) as exc:
         print(f"day_check: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
     ok, lines = verdict(rows)
+    fed = model.fed(args.day.name)
     print(f"{args.day.name} on time model {model.name}, the simulator's day from {first_solve_s(day):.1f} s:")
+    if fed:
+        print(f"IN-SAMPLE: {args.day.name} fed {model.name}'s {', '.join(fed)}; 'gap' is the fit's residual, not "
+              "a check; 'gap held out' plays each problem on the model refitted without it (leave one problem out)")
+    elif not model.fitted_on:
+        print(f"{model.name} names no run it was fitted on (fitted_on): in-sample cannot be told from a check")
     print("\n".join(table(rows)))
-    print("; ".join(lines))
+    if fed:
+        print(residual(rows))
+    print(("check: " if fed or any(r.held_out_s is not None for r in rows) else "") + "; ".join(lines))
     if args.json is not None:
-        args.json.write_text(json.dumps({"day": args.day.name, "time_model": model.name, "ok": ok, "verdict": lines,
-                                         "rows": [{**asdict(r), "gap": r.gap} for r in rows]}, indent=1))
+        args.json.write_text(json.dumps({"day": args.day.name, "time_model": model.name, "in_sample": list(fed),
+                                         "ok": ok, "verdict": lines, "residual": residual(rows) if fed else None,
+                                         "rows": [{**asdict(r), "gap": r.gap, "check_gap": r.check_gap}
+                                                  for r in rows]}, indent=1))
     return 0 if ok else 1
 
 

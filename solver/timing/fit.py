@@ -1,4 +1,4 @@
-"""Fit an engine time model from benchmark results, and check it against the run it came from.
+"""Fit an engine time model from benchmark results, naming the runs each number came from (``fitted_on``).
 
 Inputs (the JSON the benchmarks write with ``--json``):
 
@@ -37,7 +37,15 @@ timelines (``h100_real-t-30k.json``, ``-36k``) are its checks (``--check``):
         --fault $R/h100_day-fault.json --check $R/h100_real-t-30k.json --check $R/h100_real-t-36k.json \\
         --out solver/timing/data/h100-gptoss.yaml
 
-(``benchmarks/day_check.py`` plays the day slice itself through the simulator's day.)
+(``benchmarks/day_check.py`` plays the day slice itself through the simulator's day. Both call a figure on a run
+the model was fitted on the fit's residual, not a check; day_check.py checks each fitted problem on the model
+refitted without it.)
+
+The H200 model: decode and requests from the two H200 slices with the warm-up, fitted together; the batch sizes
+they cannot tell from the H100's, scaled by the hold-free step both machines measured (``--like``):
+
+    R=benchmarks/results; python -m solver.timing.fit --base h100-gptoss --name h200-gptoss \\
+        --day $R/h200_day-b-warmup.json --day $R/h200_day-c-cache.json --like $R/h100_day-slice.json --out F.yaml
 
 The tiny CPU model, from three real-shape runs on this machine (1, 4 and 8 attempts of 3,000 tokens: ``python
 benchmarks/engine.py --workload real --attempts N --attempt-tokens 3000 --set engine.args.max_model_len=4096
@@ -62,7 +70,7 @@ from typing import Any
 import numpy as np
 
 from solver.config import ConfigError
-from solver.timing.model import EngineTimeModel, dump, load_time_model
+from solver.timing.model import EngineTimeModel, FitInput, dump, load_time_model
 from solver.timing.timeline import AttemptPlan, engine_timeline
 
 MIN_TOKENS = 200  # requests shorter than this are dominated by their admission, not their decode
@@ -213,22 +221,52 @@ def turn_latencies(timeline: list[dict[str, Any]], tools: dict[tuple[str, int, i
     return out
 
 
-def day_fit(day: dict[str, Any], prefill_tokens_per_s: float) -> DayFit:
-    """Decode, holds and the turn latency of a day slice's problems (``benchmarks/day.py --json``)."""
-    problems = [p for p in day.get("problems", []) if p.get("timeline")]
+def day_fit(day: dict[str, Any] | list[dict[str, Any]], prefill_tokens_per_s: float) -> DayFit:
+    """Decode, holds and the turn latency of a day slice's problems (``benchmarks/day.py --json``), or of several
+    slices' problems together (each request against the batch of its own problem, each turn with its own tools)."""
+    days = [day] if isinstance(day, dict) else list(day)
+    problems = [(d, p) for d in days for p in d.get("problems", []) if p.get("timeline")]
     if not problems:
         raise ConfigError("the day file holds no problem with a timeline")
-    tools = {(row["problem"], row["attempt"], k): float(step.get("tool_s") or 0.0) if step.get("call") else 0.0
-             for row in day.get("plan", []) for k, step in enumerate(row["steps"])}
-    windows = [holds(p["timeline"]) for p in problems]
-    samples = np.vstack([decode_samples(p["timeline"], w) for p, w in zip(problems, windows)])
-    latencies = [x for p in problems for x in turn_latencies(p["timeline"], tools, prefill_tokens_per_s)]
+    tools = [{(row["problem"], row["attempt"], k): float(step.get("tool_s") or 0.0) if step.get("call") else 0.0
+              for row in d.get("plan", []) for k, step in enumerate(row["steps"])} for d in days]
+    windows = [holds(p["timeline"]) for _, p in problems]
+    samples = np.vstack([decode_samples(p["timeline"], w) for (_, p), w in zip(problems, windows)])
+    latencies = [x for d, p in problems for x in turn_latencies(p["timeline"], tools[days.index(d)],
+                                                                 prefill_tokens_per_s)]
     if not latencies:
         raise ConfigError("the day file holds no request after an attempt's first")
     return DayFit(decode_fit([], samples), sum(map(len, windows)), sum(b - a for w in windows for a, b in w),
-                  sum(float(p["seconds"]) for p in problems), round(max(0.0, float(np.median(latencies))), 6),
+                  sum(float(p["seconds"]) for _, p in problems), round(max(0.0, float(np.median(latencies))), 6),
                   len(latencies),
-                  max(r["prompt_tokens"] + r["generated_tokens"] for p in problems for r in p["timeline"]))
+                  max(r["prompt_tokens"] + r["generated_tokens"] for _, p in problems for r in p["timeline"]))
+
+
+def without_problem(day: dict[str, Any], problem: str) -> dict[str, Any] | None:
+    """``day`` (a ``day.py`` JSON) with ``problem`` left out: its timeline and its plan's attempts; None when no
+    problem is left.
+
+    >>> day = {"_file": "d.json", "problems": [{"id": "p"}, {"id": "q"}],
+    ...        "plan": [{"problem": "p", "attempt": 0}, {"problem": "q", "attempt": 0}]}
+    >>> without_problem(day, "p")
+    {'_file': 'd.json', 'problems': [{'id': 'q'}], 'plan': [{'problem': 'q', 'attempt': 0}]}
+    >>> without_problem(without_problem(day, "p"), "q") is None
+    True
+    """
+    problems = [p for p in day.get("problems", []) if p["id"] != problem]
+    if not problems:
+        return None
+    return {**day, "problems": problems, "plan": [r for r in day.get("plan", []) if r["problem"] != problem]}
+
+
+def held_out(model: EngineTimeModel, days: list[dict[str, Any]], problem: str) -> EngineTimeModel:
+    """``model`` refitted on its day slices (``days``, the files ``model.fed_by("context_s")``) with ``problem``
+    left out of every one (the same problem in another run plays the same attempts): the model that never saw
+    it, whose figure on the problem estimates the fit's error (leave one problem out)."""
+    kept = [d for d in (without_problem(day, problem) for day in days) if d is not None]
+    if not kept:
+        raise ConfigError(f"the fit of {model.name} has no problem but {problem}: nothing to refit without it")
+    return fit(model, days=kept)
 
 
 def request_latency(timeline: list[dict[str, Any]], prefill_tokens_per_s: float) -> float:
@@ -301,12 +339,67 @@ def with_step(model: EngineTimeModel, decode: DecodeFit, step_s: float,
     return replace(model, step_s=tuple(sorted(kept.items())))
 
 
+def _numbers_order(number: str) -> tuple[int, float]:
+    """Where a number stands in a model's file: the step points by batch, then the keys in the file's order."""
+    from solver.timing.model import KEYS
+
+    if number.startswith("step_s."):
+        return (KEYS.index("step_s"), float(number.split(".", 1)[1]))
+    return (KEYS.index(number) if number in KEYS else len(KEYS), 0.0)
+
+
+def _fitted_on(model: EngineTimeModel, inputs: dict[str, list[str]]) -> tuple[FitInput, ...]:
+    """``inputs`` (number -> the files that fed it) as the model's ``fitted_on``: by file, its numbers in the
+    file's order; step points the model no longer has left out."""
+    points = {f"step_s.{b}" for b, _ in model.step_s}
+    by: dict[str, list[str]] = {}
+    for number in sorted(inputs, key=_numbers_order):
+        if number.startswith("step_s.") and number not in points:
+            continue
+        for file in inputs[number]:
+            by.setdefault(file, []).append(number)
+    return tuple(FitInput(file, tuple(numbers)) for file, numbers in sorted(by.items()))
+
+
+def _scaled_like(model: EngineTimeModel, like: dict[str, Any], decode: DecodeFit, files: list[str],
+                 sources: dict[str, str], inputs: dict[str, list[str]]) -> EngineTimeModel:
+    """``model`` (another machine's) with its step points but the fitted batch's times the days' hold-free step
+    over ``like``'s (a day slice of that machine) at the same batch; sources and inputs say so."""
+    theirs = day_fit(like, model.prefill_tokens_per_s).decode
+    if theirs.sequences != decode.sequences:
+        raise ConfigError(f"{like['_file']} was fitted at batch {theirs.sequences}, the days at {decode.sequences}: "
+                          "no common batch to scale the other step points by")
+    ratio = decode.step_s / theirs.step_s  # hold-free over hold-free: the machines, not their stalls
+    points = []
+    for b, s in model.step_s:
+        if b == decode.sequences:
+            points.append((b, s))
+            continue
+        points.append((b, round(s * ratio, 7)))
+        key = f"step_s.{b}"
+        sources[key] = (f"{model.name}'s {1000 * s:.3f} ms ({sources.get(key, 'its source')}) times {ratio:.4f}: the "
+                        f"hold-free step at batch {decode.sequences} here, {1000 * decode.step_s:.3f} ms "
+                        f"({' + '.join(files)}), over {model.name}'s, {1000 * theirs.step_s:.3f} ms "
+                        f"({like['_file']}); inferred, not measured here")
+        inputs[key] = list(dict.fromkeys([*inputs.get(key, ()), like["_file"], *files]))
+    return replace(model, step_s=tuple(points))
+
+
 def fit(base: EngineTimeModel, timeline_data: dict[str, Any] | None = None, probes: list[dict[str, Any]] = (),
         contender: str | None = None, name: str | None = None, fault: dict[str, Any] | None = None,
-        day: dict[str, Any] | None = None) -> EngineTimeModel:
+        days: list[dict[str, Any]] = (), like: dict[str, Any] | None = None) -> EngineTimeModel:
     """``base`` with what the given files measure fitted again (see the module docstring); the cache size is the
-    first probes file's, the rebuild the ``fault`` day file's; a ``day`` slice's decode and requests last."""
+    first probes file's, the rebuild the ``fault`` day file's; the ``days`` slices' decode and requests last,
+    fitted together. Every number fitted names its files in ``fitted_on``.
+
+    A step point the same day files fed by a ratio (below) moves with the fitted step, by the new step over the
+    old at the fitted batch, so a refit on fewer problems (``held_out``) leaves none of the others' say in it.
+    ``like``: a day slice of the base's own machine; the base's step points at the batches the days do not
+    measure are then scaled by the days' hold-free step over ``like``'s at the same batch (another machine's
+    model carried over by what both measured)."""
     model, sources = base, dict(base.sources)
+    inputs = {n: list(f.file for f in base.fitted_on if n in f.numbers)
+              for n in {n for f in base.fitted_on for n in f.numbers}}
     if fault is not None:
         rebuild = fault["fault"]["rebuild"] if isinstance(fault.get("fault"), dict) else {}
         model = replace(model, rebuild_s=round(rebuild_seconds(fault), 1))
@@ -317,15 +410,18 @@ def fit(base: EngineTimeModel, timeline_data: dict[str, Any] | None = None, prob
                                 f"{fault['fault'].get('problem')}, the Kaggle supervisor's rebuild at the next "
                                 f"problem: close {rebuild.get('close_s')} s + start {rebuild.get('open_s')} s{warm}, "
                                 f"{fault['_file']}")
+        inputs["rebuild_s"] = [fault["_file"]]
     rates = [float(r["prefill_tps"]) for p in probes for r in p.get("resent", []) if r.get("prefill_tps")]
     if rates:
         model = replace(model, prefill_tokens_per_s=float(round(float(np.median(rates)))))
         sources["prefill_tokens_per_s"] = (f"median prefill rate of {len(rates)} re-sent prompt fills "
                                            f"({min(rates):.0f}-{max(rates):.0f} tokens/s), "
                                            f"{', '.join(p['_file'] for p in probes)}")
+        inputs["prefill_tokens_per_s"] = [p["_file"] for p in probes if p.get("resent")]
     if probes and probes[0].get("kv_cache_tokens"):
         model = replace(model, cache_tokens=int(probes[0]["kv_cache_tokens"]))
         sources["cache_tokens"] = f"KV cache tokens the engine reported, {probes[0]['_file']}"
+        inputs["cache_tokens"] = [probes[0]["_file"]]
     if timeline_data is not None:
         chosen = _contender(timeline_data, contender)
         rows = chosen["timeline"]
@@ -338,10 +434,21 @@ def fit(base: EngineTimeModel, timeline_data: dict[str, Any] | None = None, prob
         sources["context_s"] = f"the same fit's context term, {where}"
         sources["request_s"] = (f"median latency to the first token less the uncached prefill, {len(rows)} "
                                 f"requests, {where}")
-    if day is not None:
-        found = day_fit(day, model.prefill_tokens_per_s)
+        for number in (f"step_s.{decode.sequences}", "context_s", "request_s"):
+            inputs[number] = [timeline_data["_file"]]
+    if days:
+        files = [d["_file"] for d in days]
+        named = " + ".join(files)
+        found = day_fit(list(days), model.prefill_tokens_per_s)
         decode, scale = found.decode, 1.0 / (1.0 - found.hold_share)
-        model = replace(with_step(model, decode, decode.step_s * scale, sources),
+        if like is not None:
+            model = _scaled_like(model, like, found.decode, files, sources, inputs)
+        step = round(decode.step_s * scale, 7)
+        moved = step / model.base_seconds(decode.sequences)  # the points these days fed by a ratio move with it
+        model = replace(model, step_s=tuple(
+            (b, round(s * moved, 7)) if b != decode.sequences and set(inputs.get(f"step_s.{b}", ())) & set(files)
+            else (b, s) for b, s in model.step_s))
+        model = replace(with_step(model, decode, step, sources),
                         context_s=float(f"{decode.context_s * scale:.4g}"), request_s=found.request_s)
         held = (f"times {scale:.4f} for the engine's holds ({found.holds} waits of over {HOLD_S:g} s for a first "
                 f"token, the engine decoding nothing: {found.hold_s:.1f} s of the problems' {found.seconds:.1f} s, "
@@ -349,12 +456,41 @@ def fit(base: EngineTimeModel, timeline_data: dict[str, Any] | None = None, prob
         sources[f"step_s.{decode.sequences}"] = (
             f"least squares over {decode.requests} requests of {MIN_TOKENS}+ tokens that no hold overlapped (mean "
             f"batch {decode.sequences}, contexts to {found.longest:,} tokens), {1000 * decode.step_s:.3f} ms, {held}, "
-            f"{day['_file']}")
-        sources["context_s"] = f"the same fit's context term, {decode.context_s:.4g} s, {held}, {day['_file']}"
+            f"{named}")
+        sources["context_s"] = f"the same fit's context term, {decode.context_s:.4g} s, {held}, {named}"
         sources["request_s"] = (f"median over {found.turns} requests after an attempt's first of the seconds from "
                                 f"the previous request's end to the first token, less the tool call and the uncached "
-                                f"prefill (the loop's turn and the engine's admission), {day['_file']}")
-    return replace(model, name=name or model.name, sources=sources)
+                                f"prefill (the loop's turn and the engine's admission), {named}")
+        for number in (f"step_s.{decode.sequences}", "context_s", "request_s"):
+            inputs[number] = list(files)
+    return replace(model, name=name or model.name, sources=sources, fitted_on=_fitted_on(model, inputs))
+
+
+def check_lines(model: EngineTimeModel, checks: list[tuple[Path, dict[str, Any], str | None]]) -> list[str]:
+    """A line per real-shape timeline (path, data, contender) played on ``model`` against its measured seconds:
+    a check where the model was not fitted on it, else the fit's residual, called so (``model.fed``)."""
+    lines = []
+    for path, data, key in checks:
+        measured = float(_contender(data, key)["seconds"])
+        predicted = predicted_seconds(data, model)
+        figure = f"{predicted:.1f} s predicted, {measured:.1f} s measured ({predicted / measured - 1:+.1%})"
+        fed = model.fed(path.name)
+        if fed:
+            lines.append(f"residual (in-sample, not a check: {path.name} fed {', '.join(fed)}): the plan of "
+                         f"{path.name} on the fitted model: {figure}")
+        else:
+            lines.append(f"check (out of sample): the plan of {path.name} on the fitted model: {figure}")
+    return lines
+
+
+def comment_lines(path: Path) -> str:
+    """The comment lines a model file opens with (what a refit keeps of a file it rewrites: notes for readers,
+    not numbers); empty when the file does not exist."""
+    if not path.is_file():
+        return ""
+    lines = path.read_text().splitlines(keepends=True)
+    return "".join(line for line in lines[:next((i for i, x in enumerate(lines) if not x.startswith("#")),
+                                               len(lines))])
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -377,8 +513,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="probes.py --json output (repeat for several)")
     parser.add_argument("--fault", type=Path, default=None, help="benchmarks/day.py --json output of a run with "
                         "--kill-engine-at: its rebuild's seconds become rebuild_s")
-    parser.add_argument("--day", type=Path, default=None, help="benchmarks/day.py --json output (a day slice): its "
-                        "decode, holds and turn latency become step_s at its batch, context_s and request_s")
+    parser.add_argument("--day", type=Path, action="append", default=[], help="benchmarks/day.py --json output (a "
+                        "day slice; repeat for several, fitted together): its decode, holds and turn latency become "
+                        "step_s at its batch, context_s and request_s")
+    parser.add_argument("--like", type=Path, default=None, help="a day slice of the base's own machine: the base's "
+                        "step points at other batches are scaled by the --day slices' hold-free step over this one's")
     parser.add_argument("--check", type=Path, action="append", default=[], help="a real-shape timeline whose plan "
                         "the fitted model plays, against its measured seconds (repeat for several)")
     parser.add_argument("--name", default=None, help="the fitted model's name (default: the base's)")
@@ -391,28 +530,37 @@ def main(argv: list[str] | None = None) -> int:
         fault = _read(args.fault) if args.fault else None
         if fault is not None:
             rebuild_seconds(fault)  # a file without a rebuild fails here, in one line
-        day = _read(args.day) if args.day else None
-        model = fit(base, timeline, probes, args.contender, args.name, fault, day)
+        days = [_read(path) for path in args.day]
+        for path, data in zip(args.day, days):
+            if not data.get("problems"):
+                raise ConfigError(f"{path} is not a day slice (benchmarks/day.py --json): it holds no problems")
+        if args.like is not None and not days:
+            raise ConfigError("--like scales by what --day measures: give --day too")
+        like = _read(args.like) if args.like else None
+        model = fit(base, timeline, probes, args.contender, args.name, fault, days, like)
         text = dump(model)
         checks = ([(args.timeline, timeline, args.contender)] if timeline is not None and timeline.get("plan") else [])
-        checks += [(path, _read(path), None) for path in args.check]
-        for path, data, key in checks:
-            measured = float(_contender(data, key)["seconds"])
-            predicted = predicted_seconds(data, model)
-            print(f"check: the plan of {path.name} on the fitted model: {predicted:.1f} s predicted, "
-                  f"{measured:.1f} s measured ({predicted / measured - 1:+.1%})", file=sys.stderr)
-        if day is not None:
-            found = day_fit(day, model.prefill_tokens_per_s)
+        for path in args.check:
+            data = _read(path)
+            if data.get("problems") and not data.get("contenders"):
+                raise ConfigError(f"{path.name} is a day slice: benchmarks/day_check.py plays it (--check takes a "
+                                  "real-shape timeline)")
+            checks.append((path, data, None))
+        for line in check_lines(model, checks):
+            print(line, file=sys.stderr)
+        if days:
+            found = day_fit(days, model.prefill_tokens_per_s)
             print(f"day: {found.decode.requests} requests fitted at batch {found.decode.sequences}, "
                   f"{1000 * found.decode.step_s:.3f} ms + {found.decode.context_s:.3g} s per context token; "
                   f"{found.holds} holds, {found.hold_s:.1f} s of {found.seconds:.1f} s ({found.hold_share:.1%}); "
-                  f"turn latency {found.request_s:.3f} s (median of {found.turns}); benchmarks/day_check.py plays "
-                  f"{args.day.name} through the simulator", file=sys.stderr)
+                  f"turn latency {found.request_s:.3f} s (median of {found.turns}); in-sample, not a check: "
+                  f"benchmarks/day_check.py plays each of {', '.join(p.name for p in args.day)} through the "
+                  "simulator with every fitted problem held out (leave one problem out)", file=sys.stderr)
     except ConfigError as exc:
         print(f"fit: error: {exc}", file=sys.stderr)
         return 2
     if args.out:
-        args.out.write_text(text)
+        args.out.write_text(comment_lines(args.out) + text)
         print(f"wrote {args.out}", file=sys.stderr)
     else:
         sys.stdout.write(text)

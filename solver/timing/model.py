@@ -16,6 +16,9 @@ The rules the numbers feed (``solver.timing.steps`` and ``solver.timing.timeline
   ``cache_tokens`` (``cache_per_context`` tokens per context token of the sequences decoding plus the new prompt),
   the whole prompt is prefilled again (the all-or-nothing loss of a hybrid model's cache, benchmarks/README.md);
 - ``start_s``: the engine's start, counted once against a run's total time;
+- ``fitted_on``: the result files the numbers were fitted on (``benchmarks/results``), each with the numbers it
+  fed: a check on one of them is in-sample, the fit's residual (``benchmarks/day_check.py`` then reports
+  leave-one-problem-out refits as the estimate of error);
 - ``rebuild_s``: replacing an engine whose process died, as the Kaggle supervisor does (the dead one closed, a new
   one started), measured by killing the engine core mid-problem (``benchmarks/day.py --kill-engine-at``); null
   where not measured.
@@ -141,6 +144,15 @@ def layout_args(name: str) -> dict[str, int]:
 
 
 @dataclass(frozen=True)
+class FitInput:
+    """A result file a model was fitted on (``benchmarks/results``) and the numbers it fed: a check on that file
+    is in-sample for those numbers, the fit's residual and not an estimate of its error."""
+
+    file: str
+    numbers: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class EngineTimeModel:
     """One engine setting's speed (see the module docstring for how the numbers are used).
 
@@ -164,6 +176,7 @@ class EngineTimeModel:
     description: str = ""
     sources: dict[str, str] = field(default_factory=dict)  # key -> where its number came from
     layouts: tuple[Layout, ...] = ()  # other ways to run it on a machine's GPUs (tp1 is the model as it is)
+    fitted_on: tuple[FitInput, ...] = ()  # the result files the numbers were fitted on, each with what it fed
 
     def __post_init__(self) -> None:
         points = self.step_s
@@ -226,6 +239,26 @@ class EngineTimeModel:
             return prompt
         return max(0, prompt - (previous_end // self.block_tokens) * self.block_tokens)
 
+    def fed(self, file: str) -> tuple[str, ...]:
+        """The numbers result file ``file`` fed (by its name): none when a check on it is out of sample.
+
+        >>> m = EngineTimeModel("m", ((7, 0.006),), fitted_on=(FitInput("day.json", ("step_s.7", "request_s")),))
+        >>> m.fed("day.json"), m.fed("other.json")
+        (('step_s.7', 'request_s'), ())
+        """
+        name = Path(file).name
+        return next((f.numbers for f in self.fitted_on if f.file == name), ())
+
+    def fed_by(self, number: str) -> tuple[str, ...]:
+        """The result files that fed ``number`` (``step_s.7``, ``context_s``...).
+
+        >>> m = EngineTimeModel("m", ((7, 0.006),), fitted_on=(FitInput("a.json", ("context_s",)),
+        ...                                                    FitInput("b.json", ("context_s", "start_s"))))
+        >>> m.fed_by("context_s"), m.fed_by("rebuild_s")
+        (('a.json', 'b.json'), ())
+        """
+        return tuple(f.file for f in self.fitted_on if number in f.numbers)
+
     def layout(self, name: str) -> Layout:
         """The layout called ``name``; ``tp1`` (one GPU an engine, the model as it is) unless the data says more.
 
@@ -272,6 +305,8 @@ class EngineTimeModel:
                 "block_tokens": self.block_tokens, "cache_tokens": self.cache_tokens,
                 "cache_per_context": self.cache_per_context, "start_s": self.start_s, "rebuild_s": self.rebuild_s,
                 "sources": dict(self.sources)}
+        if self.fitted_on:
+            data["fitted_on"] = {f.file: list(f.numbers) for f in self.fitted_on}
         if self.layouts:
             data["layouts"] = {layout.name: layout.to_data() for layout in self.layouts}
         return data
@@ -296,7 +331,7 @@ def _check(ok: bool, message: str) -> None:
 
 
 KEYS = ("name", "description", "step_s", "context_s", "prefill_tokens_per_s", "request_s", "block_tokens",
-        "cache_tokens", "cache_per_context", "start_s", "rebuild_s", "sources", "layouts")
+        "cache_tokens", "cache_per_context", "start_s", "rebuild_s", "sources", "fitted_on", "layouts")
 
 
 def _step_points(steps: Any, where: str) -> tuple[tuple[int, float], ...]:
@@ -351,9 +386,13 @@ def from_data(data: Any, where: str) -> EngineTimeModel:
     layouts = data.get("layouts") or {}
     if not isinstance(layouts, dict):
         raise ConfigError(f"time model {where}: layouts must map layout names to their figures")
+    fitted = data.get("fitted_on") or {}
+    if not isinstance(fitted, dict) or not all(isinstance(v, list) for v in fitted.values()):
+        raise ConfigError(f"time model {where}: fitted_on must map result files to the numbers they fed")
     return EngineTimeModel(str(data.get("name") or where), points, block_tokens=block, cache_tokens=cache,
                            description=str(data.get("description") or ""),
                            sources={str(k): str(v) for k, v in sources.items()},
+                           fitted_on=tuple(FitInput(str(k), tuple(map(str, v))) for k, v in fitted.items()),
                            layouts=tuple(layout_from_data(n, v, where) for n, v in layouts.items()), **numbers)
 
 
@@ -370,7 +409,7 @@ def load_time_model(name_or_path: str | Path) -> EngineTimeModel:
     >>> load_time_model("h200")
     Traceback (most recent call last):
     ...
-    solver.errors.ConfigError: unknown time model 'h200' (choose from h100-gptoss, tiny, or give a .yaml file)
+    solver.errors.ConfigError: unknown time model 'h200' (choose from h100-gptoss, h200-gptoss, tiny, or give a .yaml file)
     """
     text = str(name_or_path)
     path = Path(text) if text.endswith((".yaml", ".yml")) else DATA_DIR / f"{text}.yaml"

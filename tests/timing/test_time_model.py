@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from solver.timing.steps import StepCounter
-from solver.timing.fit import fit, predicted_seconds
+from solver.timing.fit import comment_lines, fit, predicted_seconds
 from solver.timing.model import DATA_DIR, EngineTimeModel, dump, load_time_model
 from solver.timing.timeline import AttemptPlan, engine_timeline
 
@@ -52,16 +52,30 @@ def test_the_h100_run_is_the_223_7_second_target() -> None:
 def test_refitting_the_raw_results_gives_the_shipped_files() -> None:
     probes = [result(f"h100_probes{s}.json") for s in ("", "-ret0", "-ret1024")]
     h100 = fit(load_time_model("h100-gptoss"), probes=probes, fault=result("h100_day-fault.json"),
-               day=result("h100_day-slice.json"))
-    assert dump(h100) == (DATA_DIR / "h100-gptoss.yaml").read_text()
+               days=[result("h100_day-slice.json")])
+    shipped = (DATA_DIR / "h100-gptoss.yaml").read_text()
+    assert dump(h100) == shipped.replace(comment_lines(DATA_DIR / "h100-gptoss.yaml"), "", 1)
     tiny = load_time_model("tiny")
     for run in ("cpu_real-t-1x3000.json", "cpu_real-t-4x3000.json", "cpu_real-t-8x3000.json"):
         tiny = fit(tiny, result(run), [result("cpu_probes-quick.json")] if run.startswith("cpu_real-t-1") else [])
     assert dump(tiny) == (DATA_DIR / "tiny.yaml").read_text()
 
 
+def test_the_h200_model_is_its_fit_from_the_h200_slices() -> None:
+    """h200-gptoss: decode and requests fitted on the two H200 slices with the warm-up (no holds), the other batch
+    sizes h100-gptoss's scaled by the hold-free step both machines measured at batch 7 (``--like``); refitting the
+    shipped file from its slices gives it back."""
+    days = [result("h200_day-b-warmup.json"), result("h200_day-c-cache.json")]
+    shipped = load_time_model("h200-gptoss")
+    fresh = fit(load_time_model("h100-gptoss"), days=days, like=result("h100_day-slice.json"))
+    assert (fresh.step_s, fresh.context_s, fresh.request_s) == (shipped.step_s, shipped.context_s, shipped.request_s)
+    assert dump(fit(shipped, days=days)) == (DATA_DIR / "h200-gptoss.yaml").read_text()
+    assert set(shipped.fed_by("context_s")) == {d["_file"] for d in days}
+    assert shipped.fed("h200_day-a-cold.json") == ()  # the cold run, with its holds, is left to check
+
+
 def test_every_number_says_where_it_came_from() -> None:
-    for name in ("h100-gptoss", "tiny"):
+    for name in ("h100-gptoss", "h200-gptoss", "tiny"):
         model = load_time_model(name)
         keys = {f"step_s.{b}" for b, _ in model.step_s} | {"context_s", "prefill_tokens_per_s", "request_s",
                                                              "block_tokens", "cache_tokens", "cache_per_context",
