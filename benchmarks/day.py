@@ -987,6 +987,16 @@ def dry_run(args: argparse.Namespace) -> int:
         config = day_config(args, len([p for p in args.problem_ids.split(",") if p.strip()]) or args.problems)
         dry.add(f"slice: {args.problem_ids or f'the first {args.problems} problems'} x {args.attempts} attempts "
                 "(the attempts file is not here: not planned)")
+    if config.engine.warmup:
+        dry.add("engine warm-up: every step shape before the first problem (solver/engines/warmup.py)")
+    if config.engine.compile_cache and dry.present(config.engine.compile_cache, "engine.compile_cache", BadInput):
+        from solver.engines.compile_cache import CacheError, read_manifest
+
+        try:
+            built = read_manifest(Path(config.engine.compile_cache)).fingerprint
+        except CacheError as exc:
+            raise BadInput(f"engine.compile_cache: {exc}") from exc
+        dry.add(f"compile cache built for vLLM {built.vllm}, {built.model}, {built.device}")
     total = config.budget.total_s
     dry.add(f"rules {args.rules}; budget {'none' if total is None else f'{total:.0f} s'}; engine args "
             f"{json.dumps(config.engine.args, sort_keys=True)}"

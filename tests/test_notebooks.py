@@ -69,13 +69,22 @@ def test_kaggle_submission_notebook_serves_the_real_aimo3_gateway_with_the_tiny_
     after its settings points them at the tiny model, the vendored AIMO3 gateway and a temporary run folder."""
     import polars as pl
 
+    from solver.cli import main as solver_main
+
+    # a compile cache packed for this machine and the tiny engine, as `solver compile-cache pack` ships one
+    (tmp_path / "root" / "torch_compile_cache").mkdir(parents=True)
+    (tmp_path / "root" / "torch_compile_cache" / "graph.py").write_text("# compiled\n")
+    assert solver_main(["compile-cache", "pack", str(tmp_path / "root"), "--out", str(tmp_path / "cache")]) == 0
+    monkeypatch.setenv("SOLVER_COMPILE_CACHE_WORK", str(tmp_path / "cache-work"))
     notebook = nbformat.read(KAGGLE_NOTEBOOK, as_version=4)
     tags = [cell.metadata.get("tags", []) for cell in notebook.cells]
     settings = next(i for i, t in enumerate(tags) if "settings" in t)
     test_settings = nbformat.v4.new_code_cell(
         'PRESET = "tiny"\n'
+        f'COMPILE_CACHE = {str(tmp_path / "cache")!r}\n'
         'OVERRIDES = {"sampling.max_tokens": 16, "sampling.max_total_tokens": 32, "sampling.max_turns": 1,\n'
-        '             "solve.reps": 2, "solve.workers": 2, "budget.problems": 3, "budget.max_s": 120.0}\n'
+        '             "solve.reps": 2, "solve.workers": 2, "budget.problems": 3, "budget.max_s": 120.0,\n'
+        '             "engine.compile_cache": COMPILE_CACHE}\n'
         f'RUN_DIR = {str(tmp_path / "run")!r}\n'
         f'GATEWAY = {str(AIMO3_GATEWAY)!r}\n')
     cells = [c for c in notebook.cells if "install" not in c.metadata.get("tags", [])]
@@ -86,6 +95,8 @@ def test_kaggle_submission_notebook_serves_the_real_aimo3_gateway_with_the_tiny_
     monkeypatch.delenv("KAGGLE_IS_COMPETITION_RERUN", raising=False)
     NotebookClient(notebook, timeout=900, kernel_name="python3",
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
+    printed = "".join(out.get("text", "") for cell in notebook.cells for out in cell.get("outputs", []))
+    assert f"the compile cache {tmp_path / 'cache'}: used (built for vLLM" in printed  # found, used, and said so
     expected = pl.read_csv(AIMO3_GATEWAY / "test.csv")["id"].to_list()
     submission = pl.read_parquet(tmp_path / "submission.parquet")  # written by the gateway in the kernel's cwd
     assert sorted(submission["id"].to_list()) == sorted(expected) and submission.height == len(expected)

@@ -37,6 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         verb.add_argument("--out", type=Path, required=True, help="the folder to write (new or empty)")
     for verb in (build, pack, check):
         add_base_config_arguments(verb, engines=False)
+        verb.add_argument("--dry-run", action="store_true", help="parse and check the command as written (the "
+                          "config, the model, the folders); start nothing (solver/commands/dryrun.py)")
         verb.set_defaults(func=run)
 
 
@@ -50,10 +52,13 @@ def run(args: argparse.Namespace) -> int:
     out = getattr(args, "out", None)
     if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
         return fail(f"{out} exists and is not empty; write the cache to a new folder")
+    if args.dry_run:
+        return dry_run(args, config)
     model = resolve_model(config.engine.model)
     if args.verb == "check":
-        verdict = check_fingerprint(read_manifest(args.cache).fingerprint,
-                                    fingerprint_here(model, config.engine.args), where=f"the compile cache {args.cache}")
+        built = read_manifest(args.cache).fingerprint
+        here = fingerprint_here(model, config.engine.args)
+        verdict = check_fingerprint(built, here, where=f"the compile cache {args.cache}")
         print(verdict.line)
         return 0 if verdict.usable else EXIT_FAILED
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -62,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         root = Path(tempfile.mkdtemp(prefix="solver-cache-build-"))
         os.environ["VLLM_CACHE_ROOT"] = str(root)
-        os.environ.pop("TRITON_CACHE_DIR", None)  # vLLM points Triton into its root, where pack finds it
+        # Triton's kernels inside the root too (as the H200's measured build had them), where pack merges them
+        os.environ["TRITON_CACHE_DIR"] = str(root / "triton_cache")
         shapes = asyncio.run(_warm_engine(config))
         manifest = pack(root, out, fingerprint_here(model, config.engine.args), now, warmup_shapes=shapes)
     print(f"compile cache written to {out}: {manifest.files} files, {manifest.bytes / 2**20:.1f} MiB, built for "
@@ -82,3 +88,22 @@ async def _warm_engine(config: object) -> int:
         return len(engine.warmup.shapes) if engine.warmup else 0
     finally:
         await engine.close()
+
+
+def dry_run(args: argparse.Namespace, config: object) -> int:
+    """``--dry-run``: the config and its model checked, the folders read where they are here; nothing started."""
+    from solver.commands.dryrun import DryRun
+    from solver.config import ConfigError
+    from solver.engines.compile_cache import read_manifest
+
+    dry = DryRun(f"solver compile-cache {args.verb}")
+    dry.engine(config, ConfigError)
+    if args.verb == "check" and dry.present(args.cache, "the cache", ConfigError):
+        manifest = read_manifest(args.cache)
+        dry.add(f"the cache: built for vLLM {manifest.fingerprint.vllm}, {manifest.fingerprint.model}, "
+                f"{manifest.fingerprint.device} (checked against this machine when run)")
+    if args.verb == "pack" and dry.present(args.root, "the root", ConfigError):
+        dry.add(f"pack {args.root} into {args.out}")
+    if args.verb == "build":
+        dry.add(f"start the engine on an empty cache root, warm it up, close it, pack into {args.out}")
+    return dry.print()

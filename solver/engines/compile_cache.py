@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from solver.errors import BadInput
-from solver.files import atomic_write
+from solver.files import staged_dir
 
 log = logging.getLogger(__name__)
 
@@ -166,17 +166,20 @@ def merge_triton(root: Path, into: Path) -> int:
 
 def pack(cache_root: Path, out: Path, fingerprint: Fingerprint, built_at: str, warmup_shapes: int = 0) -> CacheManifest:
     """Make ``out`` a shippable cache from an engine's ``VLLM_CACHE_ROOT`` (``cache_root``): its files, the Triton
-    kernels merged, and the manifest written last, so a folder with a manifest is always whole."""
+    kernels merged, and the manifest, built beside ``out`` and renamed into place, so ``out`` appears whole or not
+    at all."""
     if not cache_root.is_dir() or not any(cache_root.iterdir()):
         raise CacheError(f"{cache_root} holds no compile cache (start an engine with VLLM_CACHE_ROOT set to it)")
-    if (out / MANIFEST).exists() or (out.exists() and any(out.iterdir())):
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise CacheError(f"{out} exists and is not empty; pack into a new folder")
-    out.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(cache_root, out / "vllm", symlinks=True)
-    merge_triton(out / "vllm", out / "triton")
-    files, size = _size(out)
-    manifest = CacheManifest(fingerprint, built_at, files, size, warmup_shapes=warmup_shapes)
-    atomic_write(out / MANIFEST, manifest.to_json() + "\n")
+    if out.exists():
+        out.rmdir()  # empty: the staged folder takes its place
+    with staged_dir(out) as staging:
+        shutil.copytree(cache_root, staging / "vllm", symlinks=True)
+        merge_triton(staging / "vllm", staging / "triton")
+        files, size = _size(staging)
+        manifest = CacheManifest(fingerprint, built_at, files, size, warmup_shapes=warmup_shapes)
+        (staging / MANIFEST).write_text(manifest.to_json() + "\n")
     return manifest
 
 

@@ -170,3 +170,30 @@ def test_the_warm_up_runs_each_shape_alone_and_the_cache_is_used(engine_log, eng
     assert engine.compile_cache is not None and engine.compile_cache.usable
     assert os.environ["VLLM_CACHE_ROOT"].endswith(os.path.join("work", "vllm"))
     assert any("the compile cache" in line and ": used (built for vLLM" in line for line in lines)
+
+
+# ---- solver compile-cache, in process -------------------------------------------------------------------------
+
+
+def test_the_command_packs_checks_and_refuses_as_its_exit_codes_say(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], clean_cache_env: None) -> None:
+    pytest.importorskip("vllm")  # the fingerprint reads the installed vLLM and torch
+    from solver.cli import main
+
+    root, cache = fake_root(tmp_path / "root"), tmp_path / "cache"
+    assert main(["compile-cache", "pack", str(root), "--out", str(cache)]) == 0
+    assert "compile cache written to" in capsys.readouterr().out
+    assert main(["compile-cache", "check", str(cache)]) == 0
+    assert ": used (built for vLLM" in capsys.readouterr().out
+    assert main(["compile-cache", "pack", str(root), "--out", str(cache)]) == 2  # never over a cache
+    assert "exists and is not empty" in capsys.readouterr().err
+    manifest = json.loads((cache / MANIFEST).read_text())
+    manifest["fingerprint"]["device"] = "NVIDIA H100 80GB HBM3"
+    (cache / MANIFEST).write_text(json.dumps(manifest))
+    assert main(["compile-cache", "check", str(cache)]) == 1
+    out = capsys.readouterr().out
+    assert "refused: built for NVIDIA H100 80GB HBM3, not " in out and len(out.splitlines()) == 1
+    assert main(["compile-cache", "check", str(tmp_path)]) == 2
+    assert "no manifest.json" in capsys.readouterr().err
+    assert main(["compile-cache", "pack", str(tmp_path / "nothing"), "--out", str(tmp_path / "o")]) == 2
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())  # nothing half-written
