@@ -217,6 +217,8 @@ def test_the_gpu_command_dry_runs_as_written(command: GpuCommand, gpu_machine, m
         "(solver/commands/dryrun.py)")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", ",".join(str(i) for i in range(command.gpus)))
     argv = argv_of(command, gpu_machine)
+    if command.program == "solver" and "kaggle-local" in argv:
+        pytest.importorskip("vllm")  # the predictor's check of sampling.extra is vLLM's own (hidden in the fast tier)
     code = run(command.program, argv)
     printed = capfd.readouterr()
     assert code == 0, f"{command.program} {' '.join(argv)}\n{printed.out}\n{printed.err}"
