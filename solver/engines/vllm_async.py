@@ -291,8 +291,10 @@ def load_tokenizer(model: str, config: Config) -> Tokenizer | None:
 
 def compile_cache_work_dir() -> Path:
     """Where a shipped compile cache is copied to be used (the engine writes to its cache; a Kaggle dataset is
-    read-only): ``SOLVER_COMPILE_CACHE_WORK`` or the temporary folder."""
-    return Path(os.environ.get("SOLVER_COMPILE_CACHE_WORK") or Path(tempfile.gettempdir()) / "solver-compile-cache")
+    read-only): ``SOLVER_COMPILE_CACHE_WORK``, else a folder of this process's in the temporary folder (engine
+    actors on one host each copy their own; a rebuild in the same process reuses its copy)."""
+    default = Path(tempfile.gettempdir()) / f"solver-compile-cache-{os.getpid()}"
+    return Path(os.environ.get("SOLVER_COMPILE_CACHE_WORK") or default)
 
 
 def apply_compile_cache(config: Config, model: str) -> CacheVerdict | None:
