@@ -27,8 +27,8 @@ from typing import Any
 
 from solver.cluster.actor import ActorInfo, EngineActor, forwarded_env
 from solver.cluster.connect import RayConnection
-from solver.cluster.spec import ClusterFailed, actor_count, death_reason, gpus_per_engine, shared_gpus
-from solver.config import Config
+from solver.cluster.spec import ClusterFailed, actor_count, death_reason, shared_gpus
+from solver.config import Config, Layout
 from solver.loop.problem import SolveEvent
 from solver.loop.run import drive
 from solver.loop.rundir import RunSession
@@ -110,13 +110,13 @@ class Cluster:
             return [a for a in self.actors if a.alive]
         await self.close()
         ray = self._ray()
-        engine_gpus = gpus_per_engine(config.engine.args)
+        engine = Layout.of(config.engine.args)
         cluster_gpus = self.connection.gpus()
-        count = actor_count(self.connection.spec, cluster_gpus, engine_gpus, self.connection.cpus())
+        count = actor_count(self.connection.spec, cluster_gpus, engine, self.connection.cpus())
         remote = ray.remote(self.actor_class)
         # One CPU slot each (the actor's event loop); a whole engine's GPUs when the cluster has GPUs (Ray then sets
         # each actor's CUDA_VISIBLE_DEVICES to its own, and the engine's processes inherit it).
-        options = {"num_cpus": 1, "num_gpus": engine_gpus if cluster_gpus > 0 else 0, "max_restarts": 0}
+        options = {"num_cpus": 1, "num_gpus": engine.engine_gpus if cluster_gpus > 0 else 0, "max_restarts": 0}
         omp, env, cache = os.environ.get("OMP_NUM_THREADS"), forwarded_env(os.environ), os.environ.get("VLLM_CACHE_ROOT")
         self.actors = [_Actor(f"engine-{i}", remote.options(**options).remote(f"engine-{i}", omp, env, cache,
                                                                               *self.actor_args))

@@ -7,12 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from solver.config import engine_batch, gpus_per_engine
+from solver.config import Layout
 from solver.errors import BadInput, RunFailed
 
-# engine_batch and gpus_per_engine live in solver.config (the loop and the launcher use them too).
 __all__ = ["ClusterError", "ClusterFailed", "ClusterKind", "ClusterSpec", "actor_count", "death_reason",
-           "engine_batch", "gpus_per_engine", "parse_cluster", "shared_gpus", "without_budget"]
+           "parse_cluster", "shared_gpus", "without_budget"]
 
 ClusterKind = Literal["local", "auto", "address"]
 
@@ -78,25 +77,28 @@ def parse_cluster(text: str, actors: int | None = None) -> ClusterSpec:
     raise ClusterError(f"--cluster expects local:N, auto or ray://HOST:PORT, got {text!r}")
 
 
-def actor_count(spec: ClusterSpec, cluster_gpus: float, engine_gpus: int, cluster_cpus: float = 1e9) -> int:
-    """Engine actors to start: the spec's count, else as many engines as the GPUs hold, else one. Ray would keep
-    actors that do not fit waiting forever, so a count the cluster cannot hold is an error.
+def actor_count(spec: ClusterSpec, cluster_gpus: float, layout: Layout, cluster_cpus: float = 1e9) -> int:
+    """Engine actors to start, each one engine of ``layout`` (``Layout.of(config.engine.args)``): the spec's count,
+    else as many engines as the GPUs hold, else one. Ray would keep actors that do not fit waiting forever, so a
+    count the cluster cannot hold is an error.
 
-    >>> actor_count(ClusterSpec("auto"), 8.0, 4), actor_count(ClusterSpec("auto"), 0.0, 1)
+    >>> from solver.config import parse_layout
+    >>> actor_count(ClusterSpec("auto"), 8.0, parse_layout("tp4")), actor_count(ClusterSpec("auto"), 0.0, Layout())
     (2, 1)
-    >>> actor_count(ClusterSpec("auto"), 2.0, 4)
+    >>> actor_count(ClusterSpec("auto"), 2.0, parse_layout("tp4"))
     Traceback (most recent call last):
     ...
     solver.cluster.spec.ClusterError: one engine needs 4 GPUs (tensor x pipeline x data parallel); the cluster has 2
-    >>> actor_count(ClusterSpec("local", 3), 4.0, 2)
+    >>> actor_count(ClusterSpec("local", 3), 4.0, parse_layout("tp2"))
     Traceback (most recent call last):
     ...
     solver.cluster.spec.ClusterError: 3 engine actors x 2 GPUs each do not fit the cluster's 4 GPUs
-    >>> actor_count(ClusterSpec("auto", 4), 0.0, 1, cluster_cpus=2)
+    >>> actor_count(ClusterSpec("auto", 4), 0.0, Layout(), cluster_cpus=2)
     Traceback (most recent call last):
     ...
     solver.cluster.spec.ClusterError: 4 engine actors need a CPU slot each; the cluster has 2
     """
+    engine_gpus = layout.engine_gpus
     if spec.actors is None:
         if cluster_gpus <= 0:
             return 1

@@ -96,13 +96,13 @@ class DryRun:
             self.skipped.append(f"--model {name}: not on this machine (the one the command is written for has it)")
 
     def gpus(self, engine_args: Mapping[str, Any], error: type[Exception] = ValueError) -> None:
-        """One engine's GPUs (tensor x pipeline x data parallel, ``gpus_per_engine``) against those this process
-        sees (``visible_gpus``: ``CUDA_VISIBLE_DEVICES``, as the engine's launch reads them); not checked where
-        none is visible (a CPU machine)."""
-        from solver.config import gpus_per_engine
+        """One engine's GPUs (the layout its arguments ask for, ``Layout.of``: tensor x pipeline x data parallel)
+        against those this process sees (``visible_gpus``: ``CUDA_VISIBLE_DEVICES``, as the engine's launch reads
+        them); not checked where none is visible (a CPU machine)."""
+        from solver.config import Layout
         from solver.engines.launch import visible_gpus
 
-        need, seen = gpus_per_engine(engine_args), visible_gpus()
+        need, seen = Layout.of(engine_args).engine_gpus, visible_gpus()
         if not seen:
             self.add(f"GPUs: none visible here; the engine spans {need}")
             return

@@ -47,7 +47,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                       help="GPUs to plan for (default: --cluster local:N's engines x the layout's GPUs, else one "
                            "engine's)")
     plan.add_argument("--layout", default=None,
-                      help="the time model's layout, e.g. tp1, tp2 (default: from the engine arguments)")
+                      help="the time model's layout, e.g. tp1, tp2, tp1-dp2, replicas:2 (default: from the engine "
+                           "arguments)")
     plan.add_argument("--time-model", dest="time_model", default=None,
                       help="solver/timing/data name or .yaml (default: engine.time_model, else h100-gptoss)")
     plan.add_argument("--check", type=Path, nargs="+", default=None, metavar="RUN_DIR",
@@ -86,10 +87,9 @@ def plan(args: argparse.Namespace, spec: Any, base: Any, problems: Any) -> int:
     engine arguments, every layout of the time model that fits G GPUs is estimated and the one that ends soonest
     is picked (``pick_layout``)."""
     from solver.cluster.spec import parse_cluster
-    from solver.config import ConfigError
+    from solver.config import ConfigError, Layout, parse_layout
     from solver.offline.sweep import (Hardware, SweepError, estimate_sweep, fitting_layouts, pick_layout, run_dirs,
                                       shapes_from_runs, time_model_of)
-    from solver.timing.model import ONE_GPU, layout_args, layout_name
 
     sources = args.plan_from or run_dirs(args.out)
     if not sources:
@@ -98,15 +98,15 @@ def plan(args: argparse.Namespace, spec: Any, base: Any, problems: Any) -> int:
     if args.gpus is not None and args.gpus < 1:
         raise SweepError(f"--gpus must be >= 1, got {args.gpus}")
     model = time_model_of(base, args.time_model)
-    configured = layout_name(base.engine.args)
-    name = args.layout or configured
+    configured = Layout.of(base.engine.args)
+    asked = parse_layout(args.layout) if args.layout else None
     gpus = args.gpus
     cluster = parse_cluster(args.cluster, args.actors) if args.cluster else None
-    if gpus is None and cluster is not None and cluster.actors is not None:
-        gpus = cluster.actors * model.layout(name).gpus
     shapes = shapes_from_runs(sources, base)
 
-    def on(layout: str) -> Any:
+    def on(layout: Layout) -> Any:
+        if cluster is not None and cluster.actors is not None:
+            layout = layout.with_replicas(cluster.actors)  # with no --gpus, the GPUs its engines span
         try:
             hardware = Hardware.of(model, layout, gpus)
         except ConfigError as exc:
@@ -114,21 +114,22 @@ def plan(args: argparse.Namespace, spec: Any, base: Any, problems: Any) -> int:
         return estimate_sweep(spec, base, problems, shapes, hardware,
                               cluster=cluster is not None or hardware.engines > 1)
 
-    if args.layout is None and configured == ONE_GPU and cluster is None and gpus is not None:
-        candidates = [on(n) for n in fitting_layouts(model, gpus)]
+    if asked is None and configured.engine_gpus == 1 and cluster is None and gpus is not None:
+        candidates = [on(x) for x in fitting_layouts(model, gpus)]
         estimate, why = pick_layout(candidates)
-        print(f"plan: layout {estimate.hardware.layout} on {gpus} GPU{'s' if gpus > 1 else ''}, picked among "
+        print(f"plan: layout {estimate.hardware.layout.name} on {gpus} GPU{'s' if gpus > 1 else ''}, picked among "
               f"time model {model.name}'s layouts that fit: {why}")
     else:
-        estimate = on(name)
+        estimate = on(asked or configured)
         why = (f"--layout {args.layout}" if args.layout else
                f"--cluster {args.cluster}: its engines in the engine arguments' layout" if cluster is not None else
-               "the engine arguments" if configured != ONE_GPU else "one engine (no --gpus, --cluster or --layout)")
-        print(f"plan: layout {estimate.hardware.layout}: {why}")
+               "the engine arguments" if configured.engine_gpus > 1 else
+               "one engine (no --gpus, --cluster or --layout)")
+        print(f"plan: layout {estimate.hardware.layout.name}: {why}")
     for line in estimate.lines():
         print(line)
     hardware = estimate.hardware
-    sets = " ".join(f"--set engine.args.{k}={v}" for k, v in layout_args(hardware.layout).items()
+    sets = " ".join(f"--set engine.args.{k}={v}" for k, v in hardware.layout.engine_args().items()
                     if base.engine.args.get(k) != v)
     if hardware.engines > 1 and cluster is None:
         print(f"plan: {hardware.engines} engines: run it with --cluster local:{hardware.engines}"
@@ -144,7 +145,7 @@ def dry_run(args: argparse.Namespace, spec: Any, base: Any, problems: Any) -> in
     ``actor_count``); with ``--plan``, the estimate too. Nothing starts, nothing is written."""
     from solver.cluster.spec import actor_count, parse_cluster
     from solver.commands.dryrun import DryRun
-    from solver.config import ConfigError, gpus_per_engine
+    from solver.config import ConfigError, Layout
     from solver.engines.launch import visible_gpus
     from solver.offline.sweep import SweepError, plan_runs, reusable_config
 
@@ -158,9 +159,10 @@ def dry_run(args: argparse.Namespace, spec: Any, base: Any, problems: Any) -> in
         dry.model(base.engine.model, ConfigError)
     if args.cluster:
         cluster = parse_cluster(args.cluster, args.actors)
-        gpus, each = visible_gpus(), gpus_per_engine(base.engine.args)
+        gpus, engine = visible_gpus(), Layout.of(base.engine.args)
+        each = engine.engine_gpus
         if gpus:
-            count = actor_count(cluster, float(len(gpus)), each)
+            count = actor_count(cluster, float(len(gpus)), engine)
             dry.add(f"--cluster {args.cluster}: {count} engine actors of {each} GPU{'s' if each > 1 else ''} on the "
                     f"{len(gpus)} GPUs visible ({','.join(gpus)})")
         else:
@@ -178,11 +180,13 @@ def dry_run(args: argparse.Namespace, spec: Any, base: Any, problems: Any) -> in
 
 def check(args: argparse.Namespace) -> int:
     """``--check RUN_DIR...``: each run's estimate against its measured solve time."""
+    from solver.config import parse_layout
     from solver.offline.sweep import check_run
 
+    layout = parse_layout(args.layout) if args.layout else None
     missed = 0
     for run_dir in args.check:
-        result = check_run(run_dir, time_model=args.time_model, layout=args.layout, gpus=args.gpus)
+        result = check_run(run_dir, time_model=args.time_model, layout=layout, gpus=args.gpus)
         print(result.line())
         missed += not result.within
     return 1 if missed else 0

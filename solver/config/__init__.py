@@ -1,20 +1,21 @@
-"""One validated configuration: its sections (``schema``, ``policy``), where it comes from (``loading``: a preset,
-a user's file, ``--set`` overrides) and the name tables that turn its names into parts (``registry``).
+"""One validated configuration: its sections (``schema``, ``policy``), the GPU layout its engine arguments ask for
+(``layout``), where it comes from (``loading``: a preset, a user's file, ``--set`` overrides) and the name tables
+that turn its names into parts (``registry``).
 
 Outsiders import from here; the modules behind it are this package's own.
 """
 
+from solver.config.layout import DEFAULT_MAX_NUM_SEQS, Layout, engine_batch, gpus_per_engine, parse_layout
 from solver.config.loading import (PRESET_DIR, Choices, load_config, load_preset, parse_overrides, presets,
                                    read_choices, read_config_file, save_config)
 from solver.config.policy import AnswerConfig, BudgetConfig, SolveConfig, StopConfig, VoteConfig
 from solver.config.registry import Registry
-from solver.config.schema import (DEFAULT_MAX_NUM_SEQS, SOLVER_OWNED_SAMPLING, Config, EngineConfig, PromptConfig,
-                                  SamplingConfig, SandboxConfig, engine_batch, from_dict, gpus_per_engine,
-                                  repetitions_busy)
+from solver.config.schema import (SOLVER_OWNED_SAMPLING, Config, EngineConfig, PromptConfig, SamplingConfig,
+                                  SandboxConfig, from_dict, repetitions_busy)
 from solver.errors import ConfigError
 
 __all__ = ["AnswerConfig", "BudgetConfig", "Choices", "Config", "ConfigError", "DEFAULT_MAX_NUM_SEQS", "EngineConfig",
-           "PRESET_DIR", "PromptConfig", "Registry", "SOLVER_OWNED_SAMPLING", "SamplingConfig", "SandboxConfig",
-           "SolveConfig", "StopConfig", "VoteConfig", "engine_batch", "from_dict", "gpus_per_engine", "load_config",
-           "load_preset", "parse_overrides", "presets", "read_choices", "read_config_file", "repetitions_busy",
-           "save_config"]
+           "Layout", "PRESET_DIR", "PromptConfig", "Registry", "SOLVER_OWNED_SAMPLING", "SamplingConfig",
+           "SandboxConfig", "SolveConfig", "StopConfig", "VoteConfig", "engine_batch", "from_dict", "gpus_per_engine",
+           "load_config", "load_preset", "parse_layout", "parse_overrides", "presets", "read_choices",
+           "read_config_file", "repetitions_busy", "save_config"]

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from solver.config.layout import Layout
 from solver.config.policy import AnswerConfig, BudgetConfig, SolveConfig, StopConfig, VoteConfig, check as _check
 from solver.errors import ConfigError
 
@@ -204,39 +205,8 @@ class Config:
         return from_dict(_merge(self.to_dict(), _undot(overrides)))
 
 
-# vLLM's own default for ``max_num_seqs`` differs by version and device; 64 is the CPU build's and the smallest,
-# so a count derived from it never overfills a batch.
-DEFAULT_MAX_NUM_SEQS = 64
-
-
-def gpus_per_engine(engine_args: Mapping[str, Any]) -> int:
-    """GPUs one engine (or one ``solver serve`` server) spans: tensor x pipeline x data parallel sizes, from
-    vLLM's own arguments as passed through ``engine.args``.
-
-    >>> gpus_per_engine({}), gpus_per_engine({"tensor_parallel_size": 4}), gpus_per_engine({"data_parallel_size": 2})
-    (1, 4, 2)
-    >>> gpus_per_engine({"tensor_parallel_size": 2, "pipeline_parallel_size": 2, "data_parallel_size": 2})
-    8
-    """
-    size = 1
-    for key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
-        size *= max(1, int(engine_args.get(key) or 1))
-    return size
-
-
-def engine_batch(engine_args: Mapping[str, Any], default_seqs: int = DEFAULT_MAX_NUM_SEQS) -> int:
-    """Sequences one engine batches at once: ``max_num_seqs`` per data-parallel rank (each rank schedules its own
-    batch; tensor and pipeline parallel ranks share one), times ``data_parallel_size``.
-
-    >>> engine_batch({"max_num_seqs": 128, "data_parallel_size": 2}), engine_batch({"tensor_parallel_size": 4})
-    (256, 64)
-    """
-    seqs = int(engine_args.get("max_num_seqs") or default_seqs)
-    return seqs * max(1, int(engine_args.get("data_parallel_size") or 1))
-
-
 def repetitions_busy(config: Config) -> int:
-    """Repetitions the engine can keep generating at once: its batch (``engine_batch``) with auto workers
+    """Repetitions the engine can keep generating at once: its batch (``Layout.batch``) with auto workers
     (``solve.workers: 0``), else ``solve.workers x solve.parallel_problems`` but no more than the batch.
 
     A repetition runs at most one snippet at a time, and one the engine cannot be generating for only waits in its
@@ -248,7 +218,7 @@ def repetitions_busy(config: Config) -> int:
     ...                                    "engine.args": {"max_num_seqs": 8, "data_parallel_size": 2}}))
     16
     """
-    batch = engine_batch(config.engine.args)
+    batch = Layout.of(config.engine.args).batch
     if config.solve.workers == 0:
         return batch
     return min(batch, config.solve.workers * config.solve.parallel_problems)

@@ -9,7 +9,6 @@ its engine core and workers), waits, then SIGKILLs what is left, so no process o
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -27,7 +26,7 @@ from typing import IO, Any
 
 import httpx
 
-from solver.config import Config, gpus_per_engine
+from solver.config import Config, Layout
 from solver.models import resolve_model
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
@@ -64,39 +63,6 @@ def arg_flags(args: Mapping[str, Any]) -> list[str]:
         else:
             out += [flag, str(value)]
     return out
-
-
-def parallel_args(args: Mapping[str, Any], extra_args: Sequence[str] = ()) -> dict[str, Any]:
-    """``args`` with the parallel sizes and ``max_num_seqs`` that ``extra_args`` (vLLM flags, short or long
-    spelling) set: the server reads the flags after the config's, so theirs win.
-
-    >>> parallel_args({"tensor_parallel_size": 2, "dtype": "half"}, ["-dp", "2", "--max-num-seqs=32"])
-    {'tensor_parallel_size': 2, 'dtype': 'half', 'data_parallel_size': 2, 'max_num_seqs': 32}
-    """
-    # exit_on_error=False and no abbreviations: only exact vLLM spellings count, and a bad value is left to the
-    # server to refuse.
-    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False, exit_on_error=False)
-    for long, short in (("--tensor-parallel-size", "-tp"), ("--pipeline-parallel-size", "-pp"),
-                        ("--data-parallel-size", "-dp"), ("--max-num-seqs", None)):
-        parser.add_argument(long, *([short] if short else []), type=int, default=None)
-    try:
-        known, _ = parser.parse_known_args(list(extra_args))
-    except argparse.ArgumentError:
-        return dict(args)
-    return {**args, **{k: v for k, v in vars(known).items() if v is not None}}
-
-
-def gpus_per_server(args: Mapping[str, Any], extra_args: Sequence[str] = ()) -> int:
-    """GPUs one server needs: tensor x pipeline x data parallel size, from the config or (winning) the extra flags.
-
-    >>> gpus_per_server({"tensor_parallel_size": 2}), gpus_per_server({"tensor_parallel_size": 2}, ["-tp", "1"])
-    (2, 1)
-    >>> gpus_per_server({}, ["--pipeline-parallel-size=2", "--tensor-parallel-size", "2"])
-    4
-    >>> gpus_per_server({"data_parallel_size": 2}), gpus_per_server({"tensor_parallel_size": 2}, ["-dp", "2"])
-    (2, 4)
-    """
-    return gpus_per_engine(parallel_args(args, extra_args))
 
 
 def visible_gpus() -> list[str]:
@@ -136,7 +102,8 @@ def _url_host(command: Sequence[str]) -> str:
 def plan_servers(config: Config, model: str, *, servers: int | None, gpus: Sequence[str], base_port: int = 8000,
                  host: str = "127.0.0.1", extra_args: Sequence[str] = ()) -> list[ServerSpec]:
     """The servers to start: ``servers`` of them (default: as many as the GPUs allow, one on a CPU machine),
-    consecutive ports from ``base_port``, each on its own slice of ``gpus``.
+    consecutive ports from ``base_port``, each on its own slice of ``gpus``: one engine of the layout that the
+    config's engine arguments and ``extra_args`` (the server's own flags, which win) ask for (``Layout.of``).
 
     >>> from solver.config import load_config
     >>> cfg = load_config("t4x2")
@@ -149,7 +116,7 @@ def plan_servers(config: Config, model: str, *, servers: int | None, gpus: Seque
     ...
     solver.engines.launch.LaunchError: 3 servers need 6 GPUs at 2 each; 2 visible
     """
-    per = gpus_per_server(config.engine.args, extra_args)
+    per = Layout.of(config.engine.args, extra_args).engine_gpus
     if servers is None:
         servers = max(1, len(gpus) // per) if gpus else 1
     if servers < 1:

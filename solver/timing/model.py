@@ -23,13 +23,14 @@ The rules the numbers feed (``solver.timing.steps`` and ``solver.timing.timeline
   one started), measured by killing the engine core mid-problem (``benchmarks/day.py --kill-engine-at``); null
   where not measured.
 
-Layouts (``layouts:`` in the data, ``Layout``): the same model run on several GPUs of the machine, one entry per
-way, each with the GPUs one engine spans and only the figures measured otherwise: ``tp2`` (one engine over two GPUs
-by tensor parallelism: its own cache size, its own speed as ``time_scale`` on every engine second), ``tp1`` (the
-model as it is, one GPU an engine), and for N engines side by side (replicas, one per GPU or GPU group)
-``replica_time_scale``: how much slower each engine runs beside the others than alone (shared host, PCIe, CPU).
-``EngineTimeModel.for_layout`` gives one engine's model in a layout; ``solver.offline.sweep`` plans a validation of
-P problems x N attempts on G GPUs with it.
+Layouts (``layouts:`` in the data, ``LayoutFigures``): the same model run on several GPUs of the machine, one entry
+per engine layout, keyed by its name (``solver.config.Layout``: ``tp2`` is one engine over two GPUs by tensor
+parallelism, ``tp1-dp2`` one engine of two data-parallel cores, ``tp1`` the model as it is, one GPU an engine; the
+name says the GPUs), each with only the figures measured otherwise: its own cache size, its own speed as
+``time_scale`` on every engine second, and for N engines side by side (replicas, one per GPU or GPU group)
+``replica_time_scale``: how much slower each engine runs beside the others than alone (shared host, PCIe, CPU). A new
+layout is one entry here; nothing in the code lists them. ``EngineTimeModel.for_layout`` gives one engine's model in
+a layout; ``solver.offline.sweep`` plans a validation of P problems x N attempts on G GPUs with it.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from typing import Any
 
 import yaml
 
-from solver.config import ConfigError
+from solver.config import ConfigError, Layout, parse_layout
 
 DATA_DIR = Path(__file__).parent / "data"
 
@@ -50,17 +51,16 @@ DATA_DIR = Path(__file__).parent / "data"
 # The keys of the model a layout may measure otherwise (its own figures replace the base model's).
 LAYOUT_FIGURES = ("step_s", "context_s", "prefill_tokens_per_s", "request_s", "block_tokens", "cache_tokens",
                   "cache_per_context", "start_s")
+# ``gpus`` is read for files written before the layout's name said it, and must agree with the name.
 LAYOUT_KEYS = ("gpus", "description", "time_scale", "replica_time_scale", *LAYOUT_FIGURES, "sources")
-ONE_GPU = "tp1"  # the layout every model has: the model as it is, one engine on one GPU
 
 
 @dataclass(frozen=True)
-class Layout:
-    """One way of running the engine on a machine's GPUs (see the module docstring), by name: ``tp1``, ``tp2``,
-    ``tp1-dp2`` (``layout_name`` spells them from the engine arguments)."""
+class LayoutFigures:
+    """What a time model measured for one engine layout (``solver.config.Layout``, keyed by its name: ``tp1``,
+    ``tp2``, ``tp1-dp2``...), see the module docstring; its GPUs are the layout's own."""
 
-    name: str
-    gpus: int = 1  # GPUs one engine spans
+    layout: Layout  # one engine's (replicas 1)
     time_scale: float = 1.0  # every engine second (step, context, request, prefill) times this; < 1 is faster
     replica_time_scale: float = 1.0  # the same, for each engine when several run side by side on one machine
     figures: tuple[tuple[str, Any], ...] = ()  # (key of LAYOUT_FIGURES, value): measured for this layout itself
@@ -68,29 +68,24 @@ class Layout:
     sources: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        _check(self.gpus >= 1, f"layout {self.name}: gpus must be >= 1")
+        _check(self.layout.replicas == 1, f"layout {self.layout.label}: a time model's layout is one engine's "
+                                          "(engines side by side: replica_time_scale)")
         _check(self.time_scale > 0 and self.replica_time_scale > 0,
                f"layout {self.name}: time_scale and replica_time_scale must be > 0")
         unknown = sorted({k for k, _ in self.figures} - set(LAYOUT_FIGURES))
         _check(not unknown, f"layout {self.name}: unknown key {unknown[0]!r}" if unknown else "")
 
-    def replicas(self, gpus: int) -> int:
-        """Engines of this layout that ``gpus`` GPUs hold.
+    @property
+    def name(self) -> str:
+        return self.layout.name
 
-        >>> Layout("tp2", gpus=2).replicas(8), Layout("tp1").replicas(2)
-        (4, 2)
-        >>> Layout("tp2", gpus=2).replicas(1)
-        Traceback (most recent call last):
-        ...
-        solver.errors.ConfigError: layout tp2 spans 2 GPUs per engine; 1 GPU holds none
-        """
-        if gpus < self.gpus:
-            raise ConfigError(f"layout {self.name} spans {self.gpus} GPUs per engine; {gpus} GPU"
-                              f"{'' if gpus == 1 else 's'} holds none")
-        return gpus // self.gpus
+    @property
+    def gpus(self) -> int:
+        """GPUs one engine of the layout spans."""
+        return self.layout.engine_gpus
 
     def to_data(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"gpus": self.gpus}
+        data: dict[str, Any] = {}
         if self.description:
             data["description"] = self.description
         if self.time_scale != 1.0:
@@ -102,45 +97,6 @@ class Layout:
         if self.sources:
             data["sources"] = dict(self.sources)
         return data
-
-
-def layout_name(engine_args: dict[str, Any]) -> str:
-    """The layout an engine's arguments ask vLLM for: tensor, pipeline and data parallel sizes.
-
-    >>> layout_name({}), layout_name({"tensor_parallel_size": 2}), layout_name({"data_parallel_size": 2})
-    ('tp1', 'tp2', 'tp1-dp2')
-    >>> layout_name({"tensor_parallel_size": 4, "pipeline_parallel_size": 2})
-    'tp4-pp2'
-    """
-    tp = int(engine_args.get("tensor_parallel_size") or 1)
-    pp = int(engine_args.get("pipeline_parallel_size") or 1)
-    dp = int(engine_args.get("data_parallel_size") or 1)
-    return f"tp{tp}" + (f"-pp{pp}" if pp > 1 else "") + (f"-dp{dp}" if dp > 1 else "")
-
-
-def layout_args(name: str) -> dict[str, int]:
-    """The engine arguments that ask vLLM for layout ``name`` (``layout_name`` read back); ConfigError otherwise.
-
-    >>> layout_args("tp1"), layout_args("tp2"), layout_args("tp1-dp2")
-    ({}, {'tensor_parallel_size': 2}, {'data_parallel_size': 2})
-    >>> all(layout_name(layout_args(n)) == n for n in ("tp1", "tp2", "tp4-pp2", "tp2-dp4"))
-    True
-    >>> layout_args("replicas:2")
-    Traceback (most recent call last):
-    ...
-    solver.errors.ConfigError: layout 'replicas:2' is not tpN[-ppN][-dpN]
-    """
-    keys = {"tp": "tensor_parallel_size", "pp": "pipeline_parallel_size", "dp": "data_parallel_size"}
-    out: dict[str, int] = {}
-    for part in name.split("-"):
-        key, size = part[:2], part[2:]
-        if key not in keys or not size.isdigit() or int(size) < 1 or keys[key] in out:
-            raise ConfigError(f"layout {name!r} is not tpN[-ppN][-dpN]")
-        if int(size) > 1:
-            out[keys[key]] = int(size)
-    if not name.startswith("tp"):
-        raise ConfigError(f"layout {name!r} is not tpN[-ppN][-dpN]")
-    return out
 
 
 @dataclass(frozen=True)
@@ -175,7 +131,7 @@ class EngineTimeModel:
     rebuild_s: float | None = None  # seconds; None: not measured
     description: str = ""
     sources: dict[str, str] = field(default_factory=dict)  # key -> where its number came from
-    layouts: tuple[Layout, ...] = ()  # other ways to run it on a machine's GPUs (tp1 is the model as it is)
+    layouts: tuple[LayoutFigures, ...] = ()  # other ways to run it on a machine's GPUs (tp1: the model as it is)
     fitted_on: tuple[FitInput, ...] = ()  # the result files the numbers were fitted on, each with what it fed
 
     def __post_init__(self) -> None:
@@ -259,43 +215,49 @@ class EngineTimeModel:
         """
         return tuple(f.file for f in self.fitted_on if number in f.numbers)
 
-    def layout(self, name: str) -> Layout:
-        """The layout called ``name``; ``tp1`` (one GPU an engine, the model as it is) unless the data says more.
+    def figures(self, layout: Layout) -> LayoutFigures:
+        """What the data says of ``layout``'s engine (looked up by its name); for ``tp1`` (one GPU an engine) the
+        model as it is unless the data says more.
 
-        >>> m = EngineTimeModel("m", ((1, 0.01),), layouts=(Layout("tp2", gpus=2, time_scale=0.8),))
-        >>> m.layout("tp2").gpus, m.layout("tp1").gpus
+        >>> m = EngineTimeModel("m", ((1, 0.01),), layouts=(LayoutFigures(parse_layout("tp2"), time_scale=0.8),))
+        >>> m.figures(parse_layout("tp2")).gpus, m.figures(Layout()).gpus
         (2, 1)
-        >>> m.layout("tp4")
+        >>> m.figures(parse_layout("tp4"))
         Traceback (most recent call last):
         ...
         solver.errors.ConfigError: time model m has no layout 'tp4' (it has tp1, tp2)
         """
-        for layout in self.layouts:
-            if layout.name == name:
-                return layout
-        if name == ONE_GPU:
-            return Layout(ONE_GPU)
-        known = sorted({ONE_GPU, *(x.name for x in self.layouts)})
-        raise ConfigError(f"time model {self.name} has no layout {name!r} (it has {', '.join(known)})")
+        for known in self.layouts:
+            if known.name == layout.name:
+                return known
+        if layout.name == Layout().name:
+            return LayoutFigures(Layout())
+        names = sorted({Layout().name, *(x.name for x in self.layouts)})
+        raise ConfigError(f"time model {self.name} has no layout {layout.name!r} (it has {', '.join(names)})")
 
-    def for_layout(self, name: str, replicas: int = 1) -> EngineTimeModel:
-        """One engine's model in layout ``name`` when ``replicas`` engines of it run side by side: the layout's own
-        figures in place of the base model's, then every engine second scaled (``time_scale``, and
+    def for_layout(self, layout: Layout) -> EngineTimeModel:
+        """One engine's model in ``layout`` when ``layout.replicas`` engines of it run side by side: the layout's
+        own figures in place of the base model's, then every engine second scaled (``time_scale``, and
         ``replica_time_scale`` for more than one replica).
 
         >>> m = EngineTimeModel("m", ((1, 0.01),), prefill_tokens_per_s=1000.0, start_s=10.0,
-        ...                     layouts=(Layout("tp1", replica_time_scale=1.25),
-        ...                              Layout("tp2", gpus=2, time_scale=0.5, figures=(("start_s", 20.0),))))
-        >>> two = m.for_layout("tp2"); two.name, two.step_s, two.prefill_tokens_per_s, two.start_s
+        ...                     layouts=(LayoutFigures(Layout(), replica_time_scale=1.25),
+        ...                              LayoutFigures(parse_layout("tp2"), time_scale=0.5,
+        ...                                            figures=(("start_s", 20.0),))))
+        >>> two = m.for_layout(parse_layout("tp2")); two.name, two.step_s, two.prefill_tokens_per_s, two.start_s
         ('m/tp2', ((1, 0.005),), 2000.0, 20.0)
-        >>> m.for_layout("tp1", replicas=2).step_s, m.for_layout("tp1").step_s
+        >>> m.for_layout(parse_layout("replicas:2")).step_s, m.for_layout(Layout()).step_s
         (((1, 0.0125),), ((1, 0.01),))
         """
-        layout = self.layout(name)
-        own = dict(layout.figures)
-        model = replace(self, name=f"{self.name}/{name}", layouts=(), **own)
-        scale = layout.time_scale * (layout.replica_time_scale if replicas > 1 else 1.0)
-        return scaled(model, scale)
+        known = self.figures(layout)
+        model = replace(self, name=f"{self.name}/{layout.name}", layouts=(), **dict(known.figures))
+        return scaled(model, self.scale(layout))
+
+    def scale(self, layout: Layout) -> float:
+        """Every engine second of this model times this in ``layout``: its ``time_scale``, and its
+        ``replica_time_scale`` when more than one engine runs."""
+        known = self.figures(layout)
+        return known.time_scale * (known.replica_time_scale if layout.replicas > 1 else 1.0)
 
     def to_data(self) -> dict[str, Any]:
         """The model as the data file holds it."""
@@ -340,14 +302,22 @@ def _step_points(steps: Any, where: str) -> tuple[tuple[int, float], ...]:
     return tuple(sorted((int(b), float(s)) for b, s in steps.items()))
 
 
-def layout_from_data(name: str, data: Any, where: str) -> Layout:
-    """A layout from its entry under ``layouts:``; a one-line ``ConfigError`` for a bad one."""
+def layout_from_data(name: str, data: Any, where: str) -> LayoutFigures:
+    """A layout's figures from its entry under ``layouts:`` (keyed by the layout's name, ``solver.config.Layout``);
+    a one-line ``ConfigError`` for a bad one."""
     if not isinstance(data, dict):
         raise ConfigError(f"time model {where}: layout {name} must be a mapping of keys")
     unknown = sorted(set(data) - set(LAYOUT_KEYS))
     if unknown:
         raise ConfigError(f"time model {where}: layout {name}: unknown key {unknown[0]!r} "
                           f"(known: {', '.join(LAYOUT_KEYS)})")
+    try:
+        layout = parse_layout(str(name))
+    except ConfigError as exc:
+        raise ConfigError(f"time model {where}: {exc}") from exc
+    if data.get("gpus") is not None and data["gpus"] != layout.engine_gpus:
+        raise ConfigError(f"time model {where}: layout {name} spans {layout.engine_gpus} GPU"
+                          f"{'s' if layout.engine_gpus > 1 else ''}, not gpus {data['gpus']!r} (the name says it)")
     try:
         figures: list[tuple[str, Any]] = []
         for key in LAYOUT_FIGURES:
@@ -356,13 +326,11 @@ def layout_from_data(name: str, data: Any, where: str) -> Layout:
             value = data[key]
             figures.append((key, _step_points(value, where) if key == "step_s"
                             else int(value) if key in ("block_tokens", "cache_tokens") else float(value)))
-        layout = Layout(str(name), int(data.get("gpus", 1)), float(data.get("time_scale", 1.0)),
-                        float(data.get("replica_time_scale", 1.0)), tuple(figures),
-                        str(data.get("description") or ""),
-                        {str(k): str(v) for k, v in (data.get("sources") or {}).items()})
+        return LayoutFigures(layout, float(data.get("time_scale", 1.0)), float(data.get("replica_time_scale", 1.0)),
+                             tuple(figures), str(data.get("description") or ""),
+                             {str(k): str(v) for k, v in (data.get("sources") or {}).items()})
     except (TypeError, ValueError, AttributeError) as exc:
         raise ConfigError(f"time model {where}: layout {name}: a value is not a number ({exc})") from exc
-    return layout
 
 
 def from_data(data: Any, where: str) -> EngineTimeModel:

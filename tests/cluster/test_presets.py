@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from doubles import FakeClock
-from solver.cluster.spec import ClusterSpec, actor_count, engine_batch, gpus_per_engine
-from solver.config import load_config
+from solver.cluster.spec import ClusterSpec, actor_count
+from solver.config import Layout, load_config
 from solver.core.budget import BudgetManager
 
 PRESETS = sorted(p.stem for p in (Path(__file__).resolve().parents[2] / "solver" / "presets").glob("*.yaml"))
@@ -55,11 +55,11 @@ def test_parallel_sizes_pass_through_to_vllm(preset, tp, dp, gpus, batch):
     config = load_config(preset)
     args = engine_args(config, "/models/any")  # builds AsyncEngineArgs; loads nothing
     assert (args.tensor_parallel_size, args.data_parallel_size) == (tp, dp)
-    assert gpus_per_engine(config.engine.args) == gpus
-    assert engine_batch(config.engine.args) == batch
+    layout = Layout.of(config.engine.args)
+    assert (layout.engine_gpus, layout.batch) == (gpus, batch)
 
 
 def test_actor_count_follows_the_gpus_one_engine_spans():
-    l4x4 = gpus_per_engine(load_config("l4x4").engine.args)
+    l4x4 = Layout.of(load_config("l4x4").engine.args)
     assert actor_count(ClusterSpec("auto"), 8.0, l4x4) == 2  # two 4-GPU tensor-parallel engines on 8 GPUs
     assert actor_count(ClusterSpec("auto", actors=1), 8.0, l4x4) == 1

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from solver.config import load_config
-from solver.engines.launch import gpus_per_server, plan_servers
+from solver.config import Layout, load_config
+from solver.engines.launch import plan_servers
 
 
 def test_h100x2_data_parallel_server_gets_both_gpus():
@@ -29,7 +29,9 @@ def test_h100x2_data_parallel_server_gets_both_gpus():
     ({"tensor_parallel_size": 2}, ["-dp", "x"], 2),  # a bad value is the server's to refuse
 ])
 def test_gpus_per_server_counts_data_parallel_from_config_and_flags(args, extra, gpus):
-    assert gpus_per_server(args, extra) == gpus
+    assert Layout.of(args, extra).engine_gpus == gpus
+    assert len(plan_servers(load_config("tiny").replace({"engine.args": args}), "m", servers=None,
+                            gpus=[str(i) for i in range(4)], extra_args=extra)) == 4 // gpus
 
 
 def test_data_parallel_flags_that_do_not_fit_the_gpus_are_refused_before_anything_starts():

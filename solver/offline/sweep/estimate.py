@@ -30,10 +30,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from solver.config import Config
+from solver.config import Config, Layout
 from solver.offline.sweep.runs import plan_runs
 from solver.offline.sweep.spec import SweepError, SweepSpec
-from solver.timing.model import ONE_GPU, EngineTimeModel, layout_name, load_time_model
+from solver.timing.model import EngineTimeModel, load_time_model
 from solver.timing.timeline import AttemptPlan, engine_timeline
 from solver.types import Problem, Repetition
 
@@ -83,35 +83,38 @@ def batch_seconds(problems: Sequence[Sequence[AttemptPlan]], workers: int, model
 
 @dataclass(frozen=True)
 class Hardware:
-    """Where the estimate runs: the layout and GPUs, the engines they hold, and one engine's time model there."""
+    """Where the estimate runs: the layout (its engines as replicas) on the GPUs, and one engine's time model there."""
 
-    layout: str
+    layout: Layout  # one engine's parallel sizes, ``replicas`` engines of it
     gpus: int
-    engines: int
     model: EngineTimeModel  # one engine's model in the layout (for_layout), slowed when engines > 1
     scale: float = 1.0  # every engine second of the base model times this here (time_scale x replica_time_scale)
 
     @classmethod
-    def of(cls, time_model: EngineTimeModel, layout: str, gpus: int | None) -> Hardware:
-        """``gpus`` None: one engine's GPUs."""
-        chosen = time_model.layout(layout)
-        count = chosen.gpus if gpus is None else gpus
-        engines = chosen.replicas(count)
-        scale = chosen.time_scale * (chosen.replica_time_scale if engines > 1 else 1.0)
-        return cls(layout, count, engines, time_model.for_layout(layout, engines), scale)
+    def of(cls, time_model: EngineTimeModel, layout: Layout, gpus: int | None) -> Hardware:
+        """``layout``'s engines on ``gpus`` GPUs (as many as they hold); ``gpus`` None: the layout's own GPUs."""
+        time_model.figures(layout)  # a layout the data lacks is the error, before the GPUs it would need
+        count = layout.gpus if gpus is None else gpus
+        placed = layout.with_replicas(layout.engines_on(count))
+        return cls(placed, count, time_model.for_layout(placed), time_model.scale(placed))
+
+    @property
+    def engines(self) -> int:
+        return self.layout.replicas
 
     def shape(self) -> str:
         """
-        >>> Hardware("tp2", 4, 2, EngineTimeModel("m", ((1, 0.01),)), 0.9).shape()
+        >>> from solver.config import parse_layout
+        >>> Hardware(parse_layout("tp2-replicas:2"), 4, EngineTimeModel("m", ((1, 0.01),)), 0.9).shape()
         'tp2: 2 engines of 2 GPUs, each engine second x0.900'
         """
-        each = self.gpus // self.engines
-        return (f"{self.layout}: {self.engines} engine{'s' if self.engines > 1 else ''} of {each} GPU"
+        each = self.layout.engine_gpus
+        return (f"{self.layout.name}: {self.engines} engine{'s' if self.engines > 1 else ''} of {each} GPU"
                 f"{'s' if each > 1 else ''}, each engine second x{self.scale:.3f}")
 
     def line(self) -> str:
-        each = self.gpus // self.engines
-        return (f"{self.gpus} GPU{'s' if self.gpus > 1 else ''}, layout {self.layout}: {self.engines} engine"
+        each = self.layout.engine_gpus
+        return (f"{self.gpus} GPU{'s' if self.gpus > 1 else ''}, layout {self.layout.name}: {self.engines} engine"
                 f"{'s' if self.engines > 1 else ''} of {each} GPU{'s' if each > 1 else ''} (time model "
                 f"{self.model.name})")
 
@@ -151,26 +154,30 @@ class SweepEstimate:
         return out
 
 
-def fitting_layouts(model: EngineTimeModel, gpus: int) -> list[str]:
-    """The time model's layouts whose engine fits in ``gpus`` GPUs: ``tp1`` first, then the data's in order.
+def fitting_layouts(model: EngineTimeModel, gpus: int) -> list[Layout]:
+    """The time model's engine layouts (``tp1`` always) whose engine fits in ``gpus`` GPUs: ``tp1`` first, then the
+    data's in order.
 
-    >>> from solver.timing.model import Layout
-    >>> m = EngineTimeModel("m", ((1, 0.01),), layouts=(Layout("tp1", replica_time_scale=1.1), Layout("tp2", gpus=2)))
-    >>> fitting_layouts(m, 1), fitting_layouts(m, 4)
+    >>> from solver.config import parse_layout
+    >>> from solver.timing.model import LayoutFigures
+    >>> m = EngineTimeModel("m", ((1, 0.01),), layouts=(LayoutFigures(Layout(), replica_time_scale=1.1),
+    ...                                                 LayoutFigures(parse_layout("tp2"))))
+    >>> [x.name for x in fitting_layouts(m, 1)], [x.name for x in fitting_layouts(m, 4)]
     (['tp1'], ['tp1', 'tp2'])
     """
-    names = [ONE_GPU, *(x.name for x in model.layouts if x.name != ONE_GPU)]
-    return [n for n in names if model.layout(n).gpus <= gpus]
+    found = [Layout(), *(x.layout for x in model.layouts if x.name != Layout().name)]
+    return [x for x in found if x.engine_gpus <= gpus]
 
 
 def pick_layout(estimates: Sequence[SweepEstimate]) -> tuple[SweepEstimate, str]:
     """The estimate that ends soonest (a tie: the first given), and why, in one line against each other one.
 
+    >>> from solver.config import parse_layout
     >>> m = EngineTimeModel("m", ((1, 0.01),))
     >>> run = lambda s: (RunEstimate("r", 8, 8, 8, 1, (s,), s),)
-    >>> two = SweepEstimate(Hardware("tp1", 2, 2, m, 1.02), 100.0, 1, run(300.0))
-    >>> one = SweepEstimate(Hardware("tp2", 2, 1, m, 0.88), 150.0, 1, run(500.0))
-    >>> best, why = pick_layout([one, two]); best.hardware.layout
+    >>> two = SweepEstimate(Hardware(parse_layout("replicas:2"), 2, m, 1.02), 100.0, 1, run(300.0))
+    >>> one = SweepEstimate(Hardware(parse_layout("tp2"), 2, m, 0.88), 150.0, 1, run(500.0))
+    >>> best, why = pick_layout([one, two]); best.hardware.layout.name
     'tp1'
     >>> why.split(", 1.62x ")  # doctest: +NORMALIZE_WHITESPACE
     ['it ends soonest: 6 min 40 s in all (tp1: 2 engines of 1 GPU, each engine second x1.020)',
@@ -182,7 +189,7 @@ def pick_layout(estimates: Sequence[SweepEstimate]) -> tuple[SweepEstimate, str]
     others = [e for e in estimates if e is not best]
     if not others:
         return best, f"the only layout that fits {best.hardware.gpus} GPU{'s' if best.hardware.gpus > 1 else ''}"
-    against = ", ".join(f"{e.total_s / best.total_s:.2f}x sooner than {e.hardware.layout} ({_duration(e.total_s)}; "
+    against = ", ".join(f"{e.total_s / best.total_s:.2f}x sooner than {e.hardware.layout.name} ({_duration(e.total_s)}; "
                         f"{e.hardware.shape()})" for e in sorted(others, key=lambda e: e.total_s))
     return best, f"it ends soonest: {_duration(best.total_s)} in all ({best.hardware.shape()}), {against}"
 
@@ -327,7 +334,7 @@ def engines_in(run_dir: Path) -> int | None:
     return len({e["name"] for e in lines if e.get("event") == "actor"}) or None
 
 
-def check_run(run_dir: Path, *, time_model: str | None = None, layout: str | None = None,
+def check_run(run_dir: Path, *, time_model: str | None = None, layout: Layout | None = None,
               gpus: int | None = None) -> RunCheck:
     """The run's own recorded attempts played as the estimate plays them, against its measured solve time. The
     layout defaults to the run's engine arguments; the GPUs to the engines it ran (``cluster.jsonl``) x the
@@ -347,10 +354,10 @@ def check_run(run_dir: Path, *, time_model: str | None = None, layout: str | Non
         raise SweepError(f"{run_dir} has no finished repetition")
     measured = max(r.started_at + r.duration_s for r in reps) - min(r.started_at for r in reps)
     model = time_model_of(config, time_model)
-    name = layout or layout_name(config.engine.args)
+    engine = (layout or Layout.of(config.engine.args)).engine
     if gpus is None:
-        gpus = (engines_in(Path(run_dir)) or 1) * model.layout(name).gpus
-    hardware = Hardware.of(model, name, gpus)
+        gpus = (engines_in(Path(run_dir)) or 1) * engine.engine_gpus
+    hardware = Hardware.of(model, engine, gpus)
     order = [p for p in records.problems if p.id in finished] or [Problem(pid, "") for pid in finished]
     shapes = plans_of(finished, order, as_run(config))
     attempts = [shapes.get(p.id, []) for p in order]
