@@ -43,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -53,57 +53,51 @@ if str(HERE) not in sys.path:
 
 from solver.cluster.actor import EngineActor
 from solver.commands.dryrun import DryRun
-from solver.config import Config, ConfigError, load_config, parse_overrides
+from solver.config import Config, ConfigError, Layout, load_config, parse_overrides
+from solver.config import parse_layout as solver_layout  # this script's own parse_layout speaks of --layouts
+from solver.errors import BadInput
 from solver.files import atomic_write
 
 ENGINE_CORE = "VLLM::EngineCore"  # vLLM's engine core process title (setproctitle), DP ranks add "_DPn"
 
 
-class BadInput(ValueError):
-    """An argument the benchmark cannot use; one line, exit 2, before any engine starts."""
-
-
 # -- layouts --
 
 
-@dataclass(frozen=True)
-class LayoutSpec:
-    """One layout of ``--layouts``: ``one``, ``replicas:N``, ``tpN``, ``dpN``."""
+def parse_layout(text: str) -> Layout:
+    """One layout of ``--layouts``, in the solver's own spelling (``solver.config.parse_layout``): ``one``,
+    ``replicas:N``, ``tpN``, ``dpN`` (and their combinations, e.g. ``tp2-replicas:2``); BadInput otherwise.
 
-    name: str
-    kind: str  # one | replicas | tp | dp
-    size: int  # replicas, or GPUs of the one engine
-
-    @property
-    def gpus(self) -> int:
-        return self.size if self.kind != "one" else 1
-
-    def overrides(self) -> dict[str, Any]:
-        """Config keys the layout sets on top of the workload's."""
-        if self.kind == "tp":
-            return {"engine.args.tensor_parallel_size": self.size}
-        if self.kind == "dp":  # both DP ranks need work: as many problems at once as ranks
-            return {"engine.args.data_parallel_size": self.size, "solve.parallel_problems": self.size}
-        return {}
-
-
-def parse_layout(text: str) -> LayoutSpec:
-    """
     >>> parse_layout("one"), parse_layout("replicas:2").gpus, parse_layout("tp2").overrides()
-    (LayoutSpec(name='one', kind='one', size=1), 2, {'engine.args.tensor_parallel_size': 2})
+    (Layout(tensor=1, pipeline=1, data=1, replicas=1, seqs=64), 2, {'engine.args.tensor_parallel_size': 2})
     >>> parse_layout("tp")
     Traceback (most recent call last):
     ...
-    layouts.BadInput: --layouts: one, replicas:N, tpN or dpN, not 'tp'
+    solver.errors.BadInput: --layouts: one, replicas:N, tpN or dpN, not 'tp'
     """
-    text = text.strip()
-    if text == "one":
-        return LayoutSpec("one", "one", 1)
-    for kind, prefix in (("replicas", "replicas:"), ("tp", "tp"), ("dp", "dp")):
-        rest = text[len(prefix):]
-        if text.startswith(prefix) and rest.isdigit() and int(rest) >= 1:
-            return LayoutSpec(text, kind, int(rest))
-    raise BadInput(f"--layouts: one, replicas:N, tpN or dpN, not {text!r}")
+    try:
+        return solver_layout(text)
+    except ConfigError:
+        raise BadInput(f"--layouts: one, replicas:N, tpN or dpN, not {text.strip()!r}") from None
+
+
+def layouts_of(text: str) -> dict[str, Layout]:
+    """``--layouts``: each layout under its name as given (the name its row, run and process go by).
+
+    >>> [(name, x.gpus) for name, x in layouts_of("one, replicas:2,dp2").items()]
+    [('one', 1), ('replicas:2', 2), ('dp2', 2)]
+    """
+    return {x.strip(): parse_layout(x) for x in text.split(",") if x.strip()}
+
+
+def overrides(layout: Layout) -> dict[str, Any]:
+    """Config keys the layout sets on top of the workload's: its engine arguments, and with data-parallel ranks
+    as many problems at once as ranks (each needs work).
+
+    >>> overrides(parse_layout("dp2")), overrides(parse_layout("replicas:2"))
+    ({'engine.args.data_parallel_size': 2, 'solve.parallel_problems': 2}, {})
+    """
+    return {**layout.overrides(), **({"solve.parallel_problems": layout.data} if layout.data > 1 else {})}
 
 
 # -- processes and GPUs --
@@ -173,17 +167,15 @@ def gpus_here() -> list[str]:
     return visible_gpus()
 
 
-def child_env(layout: LayoutSpec) -> dict[str, str]:
-    """The environment of a layout's process: one GPU for ``one``, N for an engine over N, all for replicas (Ray
-    gives each actor its own). The machine's own variables (its NCCL settings) stay."""
+def child_env(name: str, layout: Layout) -> dict[str, str]:
+    """The environment of layout ``name``'s process: one GPU for ``one``, N for an engine over N, all for replicas
+    (Ray gives each actor its own). The machine's own variables (its NCCL settings) stay."""
     env = dict(os.environ)
     gpus = gpus_here()
-    if gpus and layout.kind != "replicas":
-        if len(gpus) < layout.gpus:
-            raise BadInput(f"layout {layout.name} needs {layout.gpus} GPUs; {len(gpus)} visible")
+    if gpus and len(gpus) < layout.gpus:
+        raise BadInput(f"layout {name} needs {layout.gpus} GPUs; {len(gpus)} visible")
+    if gpus and layout.replicas == 1:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus[:layout.gpus])
-    elif gpus and len(gpus) < layout.size:
-        raise BadInput(f"layout {layout.name} needs {layout.size} GPUs; {len(gpus)} visible")
     # Ray's workers import this module (the actor classes below) and its neighbours by name.
     env["PYTHONPATH"] = os.pathsep.join(x for x in (str(HERE), str(HERE.parent), env.get("PYTHONPATH", "")) if x)
     return env
@@ -368,13 +360,13 @@ def tool_times(args: argparse.Namespace, given: Path | None) -> dict[str, float]
     return times
 
 
-def layout_config(args: argparse.Namespace, layout: LayoutSpec) -> Config:
+def layout_config(args: argparse.Namespace, layout: Layout) -> Config:
     """The workload's config in the layout, with no time budget for any layout (a cluster run has none, and a
     budget refuses several problems at once)."""
     from solver.cluster.spec import without_budget
 
     workers = args.sandbox_workers or args.attempts
-    return without_budget(args.config).replace({"sandbox.workers": workers, **layout.overrides()})
+    return without_budget(args.config).replace({"sandbox.workers": workers, **overrides(layout)})
 
 
 def planned_tokens(problems: list[list[Any]]) -> int:
@@ -521,45 +513,46 @@ def scaling_child(opts: argparse.Namespace, args: argparse.Namespace) -> int:
     """One layout in this process: its run, its result file."""
     from attempts import with_tool_times
 
-    layout = parse_layout(opts.child)
+    name = opts.child
+    layout = parse_layout(name)
     times = read_tool_times(opts.tool_times_from)
     config = layout_config(args, layout)
     if args.dry is not None:
-        where = (f"{layout.size} engine actors on a local Ray, one GPU each" if layout.kind == "replicas" else
+        each = "one GPU" if layout.engine_gpus == 1 else f"{layout.engine_gpus} GPUs"
+        where = (f"{layout.replicas} engine actors on a local Ray, {each} each" if layout.replicas > 1 else
                  "one in-process engine")
         args.dry.gpus(config.engine.args, BadInput)  # the layout's engine, on the GPUs its process gets
-        args.dry.add(f"layout {layout.name}: {where}; GPUs visible to its process: "
+        args.dry.add(f"layout {name}: {where}; GPUs visible to its process: "
                      f"{','.join(gpus_here()) or 'none (CPU)'}; engine args "
                      f"{json.dumps(config.engine.args, sort_keys=True)}")
         if args.plan is not None:
-            args.dry.add(f"layout {layout.name}: {planned_tokens(with_tool_times(args.plan, times))} planned tokens, "
+            args.dry.add(f"layout {name}: {planned_tokens(with_tool_times(args.plan, times))} planned tokens, "
                          f"{len(times)} call times")
         return args.dry.print()
     problems = with_tool_times(args.plan, times)
-    run_dir = opts.out / layout.name.replace(":", "")
+    run_dir = opts.out / name.replace(":", "")
     if not args.gpu:
         for key, value in config.engine.env.items():
             os.environ.setdefault(key, str(value))
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-    if layout.kind == "replicas":
-        out = asyncio.run(replicas_layout(config, problems, run_dir, layout.size, opts.fault))
+    if layout.replicas > 1:
+        out = asyncio.run(replicas_layout(config, problems, run_dir, layout.replicas, opts.fault))
     else:
         out = asyncio.run(in_process_layout(config, problems, run_dir, probe_settings(opts)))
-    out.update(layout=layout.name, kind=layout.kind, gpus=layout.gpus, run_dir=str(run_dir),
+    out.update(layout=name, sizes=asdict(layout), gpus=layout.gpus, run_dir=str(run_dir),
                planned=planned_tokens(problems), problems=len(problems), attempts=args.attempts,
                engine_args=config.engine.args)
     atomic_write(opts.result, json.dumps(out, indent=1, default=str))
     return 0
 
 
-def prediction(run_dir: str, layout: LayoutSpec, time_model: str) -> dict[str, Any]:
+def prediction(run_dir: str, layout: Layout, time_model: str) -> dict[str, Any]:
     """The sweep estimate's check of this run (``solver.offline.sweep.check_run``), or why there is none."""
-    from solver.errors import BadInput as SolverBadInput
     from solver.offline.sweep import check_run
 
     try:
         check = check_run(Path(run_dir), time_model=time_model, gpus=layout.gpus)
-    except (SolverBadInput, ConfigError) as exc:
+    except BadInput as exc:  # a ConfigError or SweepError: one line
         return {"error": str(exc)}
     return {"predicted_s": check.predicted_s, "measured_s": check.measured_s, "error": check.error,
             "within": check.within, "line": check.line()}
@@ -600,10 +593,10 @@ def scaling(argv: list[str]) -> int:
     dry = DryRun("layouts.py scaling" + (f" (layout {opts.child}'s process)" if opts.child else "")) \
         if opts.dry_run else None
     try:
-        layouts = [parse_layout(x) for x in opts.layouts.split(",") if x.strip()]
+        layouts = layouts_of(opts.layouts)
         if not layouts:
             raise BadInput("--layouts: name at least one layout")
-        if opts.fault and (opts.fault < 2 or not any(x.kind == "replicas" and x.size >= 2 for x in layouts)):
+        if opts.fault and (opts.fault < 2 or not any(x.replicas >= 2 for x in layouts.values())):
             raise BadInput("--fault N needs N >= 2 problems (one for each of two actors) and a replicas:N layout "
                            "with N >= 2")
         if opts.json is not None and not opts.json.parent.is_dir():
@@ -614,8 +607,8 @@ def scaling(argv: list[str]) -> int:
             raise BadInput(f"--fault {opts.fault}: the workload has {len(args.plan)} problems")
         if opts.child is not None:
             return scaling_child(opts, args)
-        envs = {x.name: child_env(x) for x in layouts}  # a layout needing more GPUs than visible fails now
-        taken = [x.name for x in layouts if opts.out is not None and (opts.out / x.name.replace(":", "")).exists()]
+        envs = {name: child_env(name, x) for name, x in layouts.items()}  # too few GPUs visible fails now
+        taken = [name for name in layouts if opts.out is not None and (opts.out / name.replace(":", "")).exists()]
         if taken:
             raise BadInput(f"--out {opts.out} already holds a run of {taken[0]}: choose another --out")
         time_model = opts.time_model or ("h100-gptoss" if args.gpu else "tiny")
@@ -655,21 +648,21 @@ def scaling(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         times_file = Path(tmp) / "tool_times.json"
         times_file.write_text(json.dumps(times))
-        for layout in layouts:
-            result = Path(tmp) / f"{layout.name.replace(':', '')}.json"
-            child = [*argv, "--child", layout.name, "--tool-times-from", str(times_file), "--result", str(result),
+        for name, layout in layouts.items():
+            result = Path(tmp) / f"{name.replace(':', '')}.json"
+            child = [*argv, "--child", name, "--tool-times-from", str(times_file), "--result", str(result),
                      "--out", str(out)]
-            print(f"layout {layout.name}: starting", file=sys.stderr, flush=True)
+            print(f"layout {name}: starting", file=sys.stderr, flush=True)
             t0 = time.perf_counter()
-            code = run_child(["scaling", *child], envs[layout.name], opts.timeout)
+            code = run_child(["scaling", *child], envs[name], opts.timeout)
             row = json.loads(result.read_text()) if code == 0 and result.is_file() else {
-                "layout": layout.name, "error": f"its process exited {code}"}
+                "layout": name, "error": f"its process exited {code}"}
             row["wall_s"] = time.perf_counter() - t0
             if row.get("seconds"):
                 row["prediction"] = prediction(row["run_dir"], layout, time_model)
             rows.append(row)
             save()
-            print(f"layout {layout.name}: done in {row['wall_s']:.0f} s", file=sys.stderr, flush=True)
+            print(f"layout {name}: done in {row['wall_s']:.0f} s", file=sys.stderr, flush=True)
     for line in scaling_rows(rows):
         print(line)
     for row in rows:
@@ -695,14 +688,14 @@ def scaling(argv: list[str]) -> int:
                                                             for r in rows) else 1
 
 
-def scaling_dry_run(opts: argparse.Namespace, argv: list[str], args: argparse.Namespace, layouts: list[LayoutSpec],
+def scaling_dry_run(opts: argparse.Namespace, argv: list[str], args: argparse.Namespace, layouts: dict[str, Layout],
                     envs: dict[str, dict[str, str]], time_model: str, dry: DryRun) -> int:
     """``scaling --dry-run``: the tool times' source and the prediction's layout per layout, then each layout's
     process started as the run starts it (its environment, so its GPUs; the same arguments) with ``--dry-run``: it
     parses and plans what it would run. No engine, no sandbox, nothing measured."""
     from attempts import fixed_tool_times
 
-    from solver.timing.model import layout_name, load_time_model
+    from solver.timing.model import load_time_model
 
     dry.model(args.config.engine.model, BadInput)
     given = opts.tool_times_from
@@ -718,23 +711,23 @@ def scaling_dry_run(opts: argparse.Namespace, argv: list[str], args: argparse.Na
         times = tool_times(args, given)
         dry.add(f"tool times: {len(times)} calls, {sum(times.values()):.1f} s in all")
     model = load_time_model(time_model)
-    for layout in layouts:
-        name = layout_name(layout_config(args, layout).engine.args)
+    for name, layout in layouts.items():
+        engine = Layout.of(layout_config(args, layout).engine.args)
         try:
-            model.layout(name)
-            dry.add(f"layout {layout.name}: predicted on time model {model.name}, layout {name}")
+            model.figures(engine)
+            dry.add(f"layout {name}: predicted on time model {model.name}, layout {engine.name}")
         except ConfigError as exc:
-            dry.add(f"layout {layout.name}: no prediction ({str(exc).splitlines()[0]})")
+            dry.add(f"layout {name}: no prediction ({str(exc).splitlines()[0]})")
     dry.print()
     codes = []
     with tempfile.TemporaryDirectory() as tmp:
         times_file = Path(tmp) / "tool_times.json"
         times_file.write_text(json.dumps(times))
         out = opts.out or Path(tmp) / "runs"
-        for layout in layouts:
-            child = [*argv, "--child", layout.name, "--tool-times-from", str(times_file), "--result",
+        for name in layouts:
+            child = [*argv, "--child", name, "--tool-times-from", str(times_file), "--result",
                      str(Path(tmp) / "result.json"), "--out", str(out)]
-            codes.append(run_child(["scaling", *child], envs[layout.name], 120.0))
+            codes.append(run_child(["scaling", *child], envs[name], 120.0))
     return max(codes, default=0)
 
 

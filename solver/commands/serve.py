@@ -1,5 +1,6 @@
 """``solver serve [--model PATH] [--gpus N] [--port 8000] [-- extra vllm args]``: start vLLM OpenAI-compatible
-servers (one per GPU, one on a CPU-only machine), print their endpoints, and stop them all on Ctrl-C or SIGTERM.
+servers (one per engine's GPUs, as the layout of the engine arguments and the extra flags says, ``Layout.of``; one
+on a CPU-only machine), print their endpoints, and stop them all on Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
