@@ -28,7 +28,7 @@ def test_h100x2_data_parallel_server_gets_both_gpus():
     ({}, ["--data-parallel-size-local", "2"], 1),  # another vLLM flag, not an abbreviation of ours
     ({"tensor_parallel_size": 2}, ["-dp", "x"], 2),  # a bad value is the server's to refuse
 ])
-def test_gpus_per_server_counts_data_parallel_from_config_and_flags(args, extra, gpus):
+def test_a_servers_gpus_count_data_parallel_from_config_and_flags(args, extra, gpus):
     assert Layout.of(args, extra).engine_gpus == gpus
     assert len(plan_servers(load_config("tiny").replace({"engine.args": args}), "m", servers=None,
                             gpus=[str(i) for i in range(4)], extra_args=extra)) == 4 // gpus
