@@ -357,11 +357,15 @@ def from_data(data: Any, where: str) -> EngineTimeModel:
     fitted = data.get("fitted_on") or {}
     if not isinstance(fitted, dict) or not all(isinstance(v, list) for v in fitted.values()):
         raise ConfigError(f"time model {where}: fitted_on must map result files to the numbers they fed")
+    figures = tuple(layout_from_data(n, v, where) for n, v in layouts.items())
+    twice = sorted({x.name for x in figures if sum(y.name == x.name for y in figures) > 1})
+    if twice:  # e.g. dp2 and tp1-dp2: one layout under two spellings
+        raise ConfigError(f"time model {where}: layout {twice[0]} is given twice")
     return EngineTimeModel(str(data.get("name") or where), points, block_tokens=block, cache_tokens=cache,
                            description=str(data.get("description") or ""),
                            sources={str(k): str(v) for k, v in sources.items()},
                            fitted_on=tuple(FitInput(str(k), tuple(map(str, v))) for k, v in fitted.items()),
-                           layouts=tuple(layout_from_data(n, v, where) for n, v in layouts.items()), **numbers)
+                           layouts=figures, **numbers)
 
 
 def names() -> list[str]:

@@ -47,6 +47,7 @@ def test_the_h100_layouts_carry_the_two_gpu_measurements() -> None:
     ({"tp2": {"gpus": 1}}, r"layout tp2 spans 2 GPUs, not gpus 1 \(the name says it\)"),
     ({"fast": {}}, r"layout 'fast' is not tpN\[-ppN\]"),
     ({"replicas:2": {}}, "a time model's layout is one engine's"),
+    ({"dp2": {}, "tp1-dp2": {}}, "layout tp1-dp2 is given twice"),
     ({"tp2": {"time_scale": 0}}, "time_scale and replica_time_scale must be > 0"),
     ({"tp2": {"cache_tokens": "many"}}, "not a number"),
     ({"tp2": [1, 2]}, "layout tp2 must be a mapping"),
