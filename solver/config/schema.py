@@ -9,7 +9,6 @@ import dataclasses
 import importlib.util
 import types
 import typing
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
