@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import socket
@@ -38,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from solver.commands.dryrun import DryRun
-from solver.config import Config, ConfigError, load_config
+from solver.config import Config, ConfigError
 from solver.engines.timeline import (RequestRecord, RequestTimeline, Sampler, ServerMetrics, TimedEngine,
                                      in_process_reader)
 from solver.errors import BadInput

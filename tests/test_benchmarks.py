@@ -6,7 +6,6 @@ recorded ones live in benchmarks/README.md.
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
