@@ -29,7 +29,7 @@ from solver.types import Problem, ProblemResult
 
 
 @dataclass
-class Measure:
+class ClusterMeasure:
     name: str
     seconds: float
     tokens: int
@@ -40,11 +40,11 @@ class Measure:
         return self.tokens / self.seconds if self.seconds > 0 else 0.0
 
 
-def measure(name: str, seconds: float, results: list[ProblemResult]) -> Measure:
-    return Measure(name, seconds, sum(r.generated_tokens for r in results), sum(r.repetitions for r in results))
+def measure(name: str, seconds: float, results: list[ProblemResult]) -> ClusterMeasure:
+    return ClusterMeasure(name, seconds, sum(r.generated_tokens for r in results), sum(r.repetitions for r in results))
 
 
-async def in_process(config: Config, problems: list[Problem], warm: Config, out: Path) -> Measure:
+async def in_process(config: Config, problems: list[Problem], warm: Config, out: Path) -> ClusterMeasure:
     from solver.engines import open_engine
     from solver.loop.run import solve_run
     from solver.sandbox.pool import create_sandbox
@@ -62,7 +62,7 @@ async def in_process(config: Config, problems: list[Problem], warm: Config, out:
         await sandbox.close()
 
 
-async def on_ray(config: Config, problems: list[Problem], warm: Config, out: Path) -> Measure:
+async def on_ray(config: Config, problems: list[Problem], warm: Config, out: Path) -> ClusterMeasure:
     from solver.cluster.connect import RayConnection
     from solver.cluster.driver import Cluster
     from solver.cluster.spec import ClusterSpec

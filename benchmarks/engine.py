@@ -13,7 +13,7 @@ pipeline's wall time during which the engine had no request running, the request
 or waiting) and the share of continued turns' prompts served from the prefix cache. Ratios, not absolute speeds, are the
 result: the machine is shared and noisy, which is why all three run side by side here.
 
-Two workloads. ``trace`` (default): every repetition follows a plan (``workload.py``) of 1-4 turns of uneven
+Two workloads. ``trace`` (default): every repetition follows a plan (``solver.engines.traced``) of 1-4 turns of uneven
 length, each but the last ending in a program that runs for a log-normal time, as a maths model's repetitions
 do; the real engine decodes exactly the planned tokens, so all contenders do identical work. ``model``: the tiny
 model writes what it writes (rarely code, and code that runs in a millisecond).
@@ -42,10 +42,10 @@ from types import SimpleNamespace
 from solver.config import Config, load_config, parse_overrides
 from solver.datasets import load_problems
 from solver.dialects import TurnOutput, make_dialect
+from solver.engines.traced import Profile, RepetitionPlan, TracedEngine, code_floor, make_plans, make_script
 from solver.files import atomic_write
 from solver.loop.repetition import repetition_seed
 from solver.types import GenerationRequest, Problem
-from workload import Profile, RepetitionPlan, TracedEngine, code_floor, make_plans, make_script
 
 # The pipeline contenders (--contenders): per turn, streaming input, one problem at a time, synchronous rounds.
 CONTENDERS = frozenset({"b", "bs", "b1", "c"})
@@ -55,7 +55,7 @@ CODE_HINT = " Write a short Python program that prints the answer."
 
 
 @dataclass
-class Measure:
+class ContenderMeasure:
     name: str
     seconds: float
     tokens: int
@@ -194,7 +194,7 @@ def decoded_tokens(engine, reps) -> dict[tuple[str, int], int]:
 
 
 async def pipeline(config: Config, problems: list[Problem], engine, sandbox, *, together: bool = True,
-                   streaming: bool = False, name: str | None = None) -> Measure:
+                   streaming: bool = False, name: str | None = None) -> ContenderMeasure:
     """The solver's own loop; ``together`` solves the problems at once (``solve.parallel_problems``), else one
     after another as the Kaggle gateway serves them; ``streaming`` continues each repetition in one
     streaming-input request (``engine.streaming_input``)."""
@@ -218,14 +218,14 @@ async def pipeline(config: Config, problems: list[Problem], engine, sandbox, *, 
     name = name or ("(b) pipeline" if together else "(b1) one by one")
     lengths = decoded_tokens(engine, reps)
     tokens = sum(lengths.values())
-    return Measure(name, seconds, tokens, len(reps),
-                   sum(len(r.executions) for r in reps), 1000 * cpu / max(1, len(reps)), sampler.share,
-                   sampler.mean_held, cached_share(reps), lengths=lengths,
-                   cpu_ms_per_1k=1e6 * cpu / max(1, tokens), ours_ms_per_1k=1e6 * meter.ours / max(1, tokens),
-                   streamed_turns=sum(getattr(x, "turns", 0) for x in metered.sessions) if streaming else None)
+    return ContenderMeasure(name, seconds, tokens, len(reps),
+                            sum(len(r.executions) for r in reps), 1000 * cpu / max(1, len(reps)), sampler.share,
+                            sampler.mean_held, cached_share(reps), lengths=lengths,
+                            cpu_ms_per_1k=1e6 * cpu / max(1, tokens), ours_ms_per_1k=1e6 * meter.ours / max(1, tokens),
+                            streamed_turns=sum(getattr(x, "turns", 0) for x in metered.sessions) if streaming else None)
 
 
-async def rounds(config: Config, problems: list[Problem], engine, sandbox) -> Measure:
+async def rounds(config: Config, problems: list[Problem], engine, sandbox) -> ContenderMeasure:
     """The synchronous-rounds baseline over every repetition of every problem at once: each round waits for
     the slowest generation, then all code runs while the engine idles, then every repetition continues."""
     s = config.sampling
@@ -283,12 +283,12 @@ async def rounds(config: Config, problems: list[Problem], engine, sandbox) -> Me
                 break
     if hasattr(engine, "decoded"):
         tokens = sum(engine.decoded.values())
-    return Measure("(c) rounds", time.perf_counter() - t0, tokens, sequences, executions,
-                   idle_share=sampler.share, mean_held=sampler.mean_held)
+    return ContenderMeasure("(c) rounds", time.perf_counter() - t0, tokens, sequences, executions,
+                            idle_share=sampler.share, mean_held=sampler.mean_held)
 
 
 def raw(config: Config, problems: list[Problem], model: str, lengths: dict[tuple[str, int], int],
-        traced: bool, *, together: bool = True, one_by_one: bool = False) -> list[Measure]:
+        traced: bool, *, together: bool = True, one_by_one: bool = False) -> list[ContenderMeasure]:
     """Offline ``LLM.generate`` over the same first prompts and seeds, one request per repetition, each made to
     generate exactly as many tokens as that repetition generated in the pipeline (same sequences, same token
     volume: what the engine alone needs for the work the pipeline did), drawn among the trace's words when the
@@ -321,15 +321,16 @@ def raw(config: Config, problems: list[Problem], model: str, lengths: dict[tuple
             t0 = time.perf_counter()
             outs = llm.generate([x for b in batches for x in b[0]], [x for b in batches for x in b[1]],
                                 use_tqdm=False)
-            out.append(Measure("(a) raw", time.perf_counter() - t0, sum(len(o.outputs[0].token_ids) for o in outs),
-                               len(outs)))
+            out.append(ContenderMeasure("(a) raw", time.perf_counter() - t0,
+                                        sum(len(o.outputs[0].token_ids) for o in outs),
+                                        len(outs)))
         if one_by_one:
             t0, tokens, sequences = time.perf_counter(), 0, 0
             for prompts, params in batches:
                 outs = llm.generate(prompts, params, use_tqdm=False) if prompts else []
                 tokens += sum(len(o.outputs[0].token_ids) for o in outs)
                 sequences += len(outs)
-            out.append(Measure("(a1) raw 1 by 1", time.perf_counter() - t0, tokens, sequences))
+            out.append(ContenderMeasure("(a1) raw 1 by 1", time.perf_counter() - t0, tokens, sequences))
         return out
     finally:
         with contextlib.suppress(Exception):
@@ -338,7 +339,7 @@ def raw(config: Config, problems: list[Problem], model: str, lengths: dict[tuple
 
 
 async def in_process(config: Config, problems: list[Problem], plans: dict[tuple[str, int], RepetitionPlan] | None,
-                     kind: str, contenders: frozenset[str] = CONTENDERS) -> list[Measure]:
+                     kind: str, contenders: frozenset[str] = CONTENDERS) -> list[ContenderMeasure]:
     """Those of ``contenders`` asked for, in this order: (b) a request per turn, (bs) one streaming-input request
     per repetition (when the installed vLLM has exact ones), (b1) one problem at a time (the config's
     ``engine.streaming_input``), (c) synchronous rounds."""
@@ -378,9 +379,9 @@ async def in_process(config: Config, problems: list[Problem], plans: dict[tuple[
 def main(argv: list[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else argv
     if "--workload=real" in given or any(a == "--workload" and b == "real" for a, b in zip(given, given[1:])):
-        from real_shape import main as real_main  # recorded attempts: their own contenders and options
+        import runpy  # recorded attempts: real_shape.py's own contenders and options, run as that script
 
-        return real_main(given)
+        return runpy.run_path(str(Path(__file__).with_name("real_shape.py")), run_name="real_shape")["main"](given)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", action="store_true",
                         help="GPU-shaped run: preset h100 (unless --preset), 4 problems x 16 repetitions, up to 4 "

@@ -50,7 +50,7 @@ Outcome = Literal["done", "failed", "cut"]
 
 
 @dataclass(frozen=True)
-class Sample:
+class LoadSample:
     """One request: how it ended, its latencies (s) and the tokens it generated."""
 
     endpoint: str
@@ -65,7 +65,7 @@ class Sample:
 @dataclass
 class EndpointStats:
     url: str
-    samples: list[Sample] = field(default_factory=list)
+    samples: list[LoadSample] = field(default_factory=list)
 
     def count(self, outcome: Outcome) -> int:
         return sum(s.outcome == outcome for s in self.samples)
@@ -73,7 +73,7 @@ class EndpointStats:
     def latency_ms(self, q: float) -> float:
         """Percentile ``q`` of the finished requests' end-to-end latency (ms); nan when none finished.
 
-        >>> stats = EndpointStats("u", [Sample("u", "done", 0.0, t, 0.0, 1) for t in (0.1, 0.2, 0.3, 0.4)])
+        >>> stats = EndpointStats("u", [LoadSample("u", "done", 0.0, t, 0.0, 1) for t in (0.1, 0.2, 0.3, 0.4)])
         >>> round(stats.latency_ms(50), 1), round(stats.latency_ms(99), 1)
         (250.0, 397.0)
         """
@@ -105,7 +105,7 @@ def check_loopback(url: str) -> str:
     >>> check_loopback("http://10.0.0.5:8000")
     Traceback (most recent call last):
     ...
-    solver.config.ConfigError: --endpoint http://10.0.0.5:8000 is not on loopback (this load test only loads local servers)
+    solver.errors.ConfigError: --endpoint http://10.0.0.5:8000 is not on loopback (this load test only loads local servers)
     """
     host = urlsplit(url).hostname or ""
     try:
@@ -165,15 +165,15 @@ async def run_load(config: Config, urls: Sequence[str], requests: int, concurren
                         tokens += len(delta.token_ids) or delta.token_count
                         if delta.finish_reason is not None:
                             outcome: Outcome = "failed" if delta.finish_reason == "error" else "done"
-                            stats[which].samples.append(Sample(urls[which], outcome, start - started,
-                                                               time.monotonic() - started,
-                                                               None if first is None else first - started,
-                                                               tokens, delta.error))
+                            stats[which].samples.append(LoadSample(urls[which], outcome, start - started,
+                                                                   time.monotonic() - started,
+                                                                   None if first is None else first - started,
+                                                                   tokens, delta.error))
                             return
                 except asyncio.CancelledError:
-                    stats[which].samples.append(Sample(urls[which], "cut", start - started,
-                                                       time.monotonic() - started,
-                                                       None if first is None else first - started, tokens))
+                    stats[which].samples.append(LoadSample(urls[which], "cut", start - started,
+                                                           time.monotonic() - started,
+                                                           None if first is None else first - started, tokens))
                     raise
 
         tasks = [asyncio.create_task(one(i)) for i in range(requests)]

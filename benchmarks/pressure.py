@@ -31,14 +31,14 @@ from solver.types import GenerationRequest
 
 
 @dataclass(frozen=True)
-class Outcome:
+class PressureOutcome:
     request: int
     tokens: int
     finish_reason: str | None
     error: str | None
 
 
-async def one(engine, i: int, prompt_tokens: int, max_tokens: int) -> Outcome:
+async def one(engine, i: int, prompt_tokens: int, max_tokens: int) -> PressureOutcome:
     # Distinct prompts (first id differs) so the prefix cache cannot share their blocks.
     ids = (1000 + i,) + tuple(100 + (k % 500) for k in range(prompt_tokens - 1))
     request = GenerationRequest(request_id=f"pressure-{i}", prompt="", prompt_token_ids=ids, max_tokens=max_tokens,
@@ -48,7 +48,7 @@ async def one(engine, i: int, prompt_tokens: int, max_tokens: int) -> Outcome:
         tokens += len(delta.token_ids)
         if delta.finish_reason is not None:
             finish, error = delta.finish_reason, delta.error
-    return Outcome(i, tokens, finish, error)
+    return PressureOutcome(i, tokens, finish, error)
 
 
 def pressure_config(args: argparse.Namespace) -> Config:

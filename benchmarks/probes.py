@@ -30,17 +30,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from timeline import Sampler, in_process_reader
-
 from solver.config import Config, ConfigError, load_config
+from solver.engines.timeline import Sampler, in_process_reader
+from solver.errors import BadInput
 from solver.files import atomic_write
 
 PROBES = ("resent", "turns")
 LOW_ID, HIGH_ID = 1000, 30000  # prompt ids drawn here: ordinary tokens in every vocabulary these models have
-
-
-class BadInput(ValueError):
-    """An argument the probes cannot use; one line, exit 2, before the engine starts."""
 
 
 def random_ids(n: int, seed: object) -> list[int]:

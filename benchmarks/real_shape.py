@@ -7,16 +7,16 @@ One problem at a time, K attempts at once (``engine.py --workload real``):
        each prompt the grown context (what the engine generated, the scripted ending, the appended ids the plan
        holds), the tool's seconds waited between turns;
   (b1) the pipeline as on Kaggle: ``ProblemSolver`` with the harmony dialect and the preset's settings (stateful
-       sandbox sessions, the recorded tool messages through ``RecordedOutputs``), the in-process engine;
+       sandbox sessions, the recorded tool messages through ``solver.recordings.RecordedCalls``), the in-process engine;
   (s)  the same pipeline through ``--engine openai`` against a vLLM OpenAI server started as ``solver serve`` does
        (token-id prompts, streaming, a request per turn).
 
-Every contender decodes exactly the plan's tokens (``attempts.py``: each request the recorded count, drawn among
-plain words), so the work is identical; (t), (b1) and (s) also send identical prompts. Printed per contender:
-tokens/s, seconds per problem, the prefix-cache hit rate (the engine's counters, and per request), preemptions,
-the KV cache peak and requests running (``Sampler``); then the ratios (b1)/(t) (the solver's cost on top of the
-engine's turns), (b1)/(s) (in-process vs server) and (t)/(a) (the engine's own cost of turns). ``--json`` writes
-each contender's per-request timeline and metrics series (``timeline.py``).
+Every contender decodes exactly the plan's tokens (``solver.recordings.attempts``: each request the recorded count,
+drawn among plain words), so the work is identical; (t), (b1) and (s) also send identical prompts. Printed per
+contender: tokens/s, seconds per problem, the prefix-cache hit rate (the engine's counters, and per request),
+preemptions, the KV cache peak and requests running (``Sampler``); then the ratios (b1)/(t) (the solver's cost on
+top of the engine's turns), (b1)/(s) (in-process vs server) and (t)/(a) (the engine's own cost of turns). ``--json``
+writes each contender's per-request timeline and metrics series (``solver.engines.timeline``).
 
     python benchmarks/engine.py --workload real --attempts 2 --attempt-tokens 300     # CPU, tiny harmony model
     python benchmarks/engine.py --workload real --gpu --model PATH --attempt-tokens 6000 --json out.json
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import socket
@@ -37,24 +36,21 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from attempts import (Caps, PlanError, RecordedOutputs, Replay, ReplayEngine, Script, fixed_tool_times,
-                      TOOL_TIME_MODES, measure_tool_times, plan, read_tool_seconds, tool_time_mode, tool_time_seconds,
-                      with_tool_times)
-from timeline import RequestRecord, Sampler, ServerMetrics, Timeline, TimedEngine, in_process_reader
-
 from solver.commands.dryrun import DryRun
-from solver.config import Config, ConfigError, from_dict, load_config
+from solver.config import Config, ConfigError
+from solver.engines.timeline import (RequestRecord, RequestTimeline, Sampler, ServerMetrics, TimedEngine,
+                                     in_process_reader)
+from solver.errors import BadInput
+from solver.recordings import (DEFAULT_ATTEMPTS_FILE, TOOL_TIME_MODES, Caps, HarmonyEndings, PlanError,
+                               RecordedCalls, Replay, fixed_tool_times, measure_tool_times, plan, preset_engine,
+                               read_tool_seconds, replay_on_engine, tool_time_mode, tool_time_seconds, warm_up,
+                               with_tool_times)
 from solver.engines.vllm_metrics import Usage
 from solver.files import atomic_write
 from solver.types import GenerationRequest
 
 CONTENDERS = ("a", "t", "b1", "s")
 NAMES = {"a": "(a) one request", "t": "(t) turns, engine", "b1": "(b1) pipeline", "s": "(s) server"}
-DEFAULT_ATTEMPTS_FILE = Path("../shared/data/replay/gptoss120b_aimo3_dev.jsonl.xz")
-
-
-class BadInput(ValueError):
-    """An argument the run cannot use; one line, exit 2, before anything heavy starts."""
 
 
 @dataclass
@@ -62,7 +58,7 @@ class Result:
     key: str
     seconds: float
     per_problem_s: list[float]
-    timeline: Timeline
+    timeline: RequestTimeline
     usage: Usage | None = None
     prefix_hit_rate: float | None = None
     series: list[list[float]] = field(default_factory=list)
@@ -83,20 +79,6 @@ class Result:
         return self.tokens / self.seconds if self.seconds else 0.0
 
 
-def preset_engine(preset: str, gpu: bool) -> Config:
-    """The preset; on CPU (``gpu`` false) with the tiny preset's engine and the tiny harmony model in place of the
-    preset's engine section (its prompt, sampling, sandbox, rules and budget kept)."""
-    config = load_config(preset)
-    if not gpu:
-        from solver.models import ensure_tiny_harmony_model
-
-        tiny = load_config("tiny").to_dict()["engine"]
-        tiny["model"] = str(ensure_tiny_harmony_model())
-        tiny["args"]["skip_tokenizer_init"] = True  # harmony renders and parses ids; the model has no tokenizer
-        config = from_dict({**config.to_dict(), "engine": tiny})
-    return config
-
-
 def build_config(args: argparse.Namespace, overrides: dict[str, Any]) -> Config:
     """The preset (``h100-gptoss``) as ``preset_engine`` gives it, with the rules off and K attempts at once.
     Overrides last. ConfigError on a bad value."""
@@ -115,7 +97,7 @@ def first_prompts(problems: list[list[Replay]], config: Config) -> dict[str, lis
     return {rs[0].problem.id: list(dialect.start(rs[0].problem).prompt().token_ids or ()) for rs in problems}
 
 
-def forced_request(config: Config, replay: Replay, turn: int, tokens: int, script: Script) -> GenerationRequest:
+def forced_request(config: Config, replay: Replay, turn: int, tokens: int, script: HarmonyEndings) -> GenerationRequest:
     """The request the pipeline's traced engine sends for this turn (same seed and sampling parameters), so the
     engine-only contenders decode the same tokens."""
     from solver.loop.repetition import repetition_seed
@@ -128,7 +110,7 @@ def forced_request(config: Config, replay: Replay, turn: int, tokens: int, scrip
                              repetition=replay.index, turn=turn)
 
 
-async def engine_request(llm: Any, ids: list[int], request: GenerationRequest, timeline: Timeline) -> list[int]:
+async def engine_request(llm: Any, ids: list[int], request: GenerationRequest, timeline: RequestTimeline) -> list[int]:
     """One request straight to vLLM's ``AsyncLLM``; its generated ids, its record in ``timeline``."""
     from vllm.inputs import TokensPrompt
 
@@ -151,14 +133,14 @@ async def engine_request(llm: Any, ids: list[int], request: GenerationRequest, t
     return out
 
 
-async def one_request(llm: Any, config: Config, replay: Replay, prompt: list[int], script: Script,
-                      timeline: Timeline) -> None:
+async def one_request(llm: Any, config: Config, replay: Replay, prompt: list[int], script: HarmonyEndings,
+                      timeline: RequestTimeline) -> None:
     """(a): the attempt's decoded tokens in one request."""
     await engine_request(llm, prompt, forced_request(config, replay, 0, replay.tokens, script), timeline)
 
 
-async def turns(llm: Any, config: Config, replay: Replay, prompt: list[int], script: Script,
-                timeline: Timeline) -> None:
+async def turns(llm: Any, config: Config, replay: Replay, prompt: list[int], script: HarmonyEndings,
+                timeline: RequestTimeline) -> None:
     """(t): the attempt's turns, each a new request on the grown context; the tool's seconds between them."""
     ids = list(prompt)
     for turn, step in enumerate(replay.steps):
@@ -180,10 +162,10 @@ async def by_problem(problems: list[list[Replay]], one: Any) -> tuple[float, lis
 
 
 async def engine_only(key: str, llm: Any, config: Config, problems: list[list[Replay]], prompts: dict[str, list[int]],
-                      script: Script) -> Result:
+                      script: HarmonyEndings) -> Result:
     """(a) or (t) on the in-process engine."""
     work = one_request if key == "a" else turns
-    timeline = Timeline()
+    timeline = RequestTimeline()
     async with Sampler(in_process_reader) as sampler:
         timeline.t0 = time.perf_counter()
         seconds, per, cpu = await by_problem(problems, lambda rs: asyncio.gather(
@@ -191,15 +173,16 @@ async def engine_only(key: str, llm: Any, config: Config, problems: list[list[Re
     return Result(key, seconds, per, timeline, sampler.usage, sampler.prefix_hit_rate, sampler.series(), cpu)
 
 
-async def pipeline(key: str, engine: Any, sandbox: Any, config: Config, problems: list[list[Replay]], script: Script,
+async def pipeline(key: str, engine: Any, sandbox: Any, config: Config, problems: list[list[Replay]],
+                   script: HarmonyEndings,
                    read: Any) -> Result:
     """(b1) or (s): ``ProblemSolver`` over the replays, one problem after another."""
     from solver.dialects import OutputStyle
     from solver.loop.problem import ProblemSolver
 
-    timeline = Timeline()
-    traced = ReplayEngine(TimedEngine(engine, timeline), problems, script)
-    outputs = RecordedOutputs(sandbox, problems, OutputStyle.from_config(config.prompt), config.sandbox.timeout_s)
+    timeline = RequestTimeline()
+    traced = replay_on_engine(TimedEngine(engine, timeline), problems, script)
+    outputs = RecordedCalls(sandbox, problems, OutputStyle.from_config(config.prompt), config.sandbox.timeout_s)
     reps: list[Any] = []
     solver = ProblemSolver(config, traced, outputs, on_repetition=reps.append)
     async with Sampler(read) as sampler:
@@ -212,20 +195,6 @@ async def pipeline(key: str, engine: Any, sandbox: Any, config: Config, problems
                   sum(len(r.executions) for r in reps), statuses)
 
 
-async def warm_up(engine: Any, script: Script, n: int = 4) -> None:
-    """A few short requests: the first ones pay one-off costs (graphs, kernels) no contender should carry. Their
-    prompts (plain words) share no block with a replay's, so the prefix cache gives no contender a head start."""
-
-    async def one(i: int) -> None:
-        prompt = tuple(script.words[i:] + script.words[:i]) * 4
-        request = GenerationRequest(f"warm-{i}", "", prompt, 16, 1.0, 1.0, i, (), extra={"ignore_eos": True})
-        async with contextlib.aclosing(engine.stream(request)) as deltas:
-            async for _ in deltas:
-                pass
-
-    await asyncio.gather(*(one(i) for i in range(n)))
-
-
 async def reset_prefix_cache(llm: Any) -> None:
     """Empty the prefix cache between contenders: (t) and (b1) decode the same tokens, and the second must not
     find the first's blocks."""
@@ -233,7 +202,7 @@ async def reset_prefix_cache(llm: Any) -> None:
         print("warning: the prefix cache could not be reset (requests still running)", file=sys.stderr)
 
 
-async def in_process(config: Config, problems: list[list[Replay]], keys: list[str], script: Script,
+async def in_process(config: Config, problems: list[list[Replay]], keys: list[str], script: HarmonyEndings,
                      workers: int) -> list[Result]:
     """(a), (t), (b1) on one in-process engine, in that order, the prefix cache emptied before each."""
     from solver.engines import open_engine
@@ -265,7 +234,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def through_server(config: Config, problems: list[list[Replay]], script: Script, workers: int) -> Result:
+def through_server(config: Config, problems: list[list[Replay]], script: HarmonyEndings, workers: int) -> Result:
     """(s): a vLLM OpenAI server as ``solver serve`` starts it (``launch_servers``; per-request cached tokens on),
     the pipeline on ``--engine openai``."""
     from solver.engines.launch import launch_servers
@@ -467,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
         for key, value in config.engine.env.items():
             os.environ.setdefault(key, str(value))
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-    script = Script()
+    script = HarmonyEndings()
     if args.tool_time == "measure":
         from solver.sandbox.pool import create_sandbox
 

@@ -69,7 +69,7 @@ class Call:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class CallOutcome:
     """One call run again: what the model would be shown, and how the run ended."""
 
     call: Call
@@ -125,7 +125,7 @@ def select(attempts: Sequence[Attempt], count: int | None, only: Sequence[str]) 
     return [named[i * len(named) // count] for i in range(count)]
 
 
-def family(outcome: Outcome, earlier: Sequence[Outcome], style: OutputStyle) -> str | None:
+def family(outcome: CallOutcome, earlier: Sequence[CallOutcome], style: OutputStyle) -> str | None:
     """Which family a difference belongs to (``FAMILIES``); None when the texts are the same."""
     if outcome.same:
         return None
@@ -173,15 +173,15 @@ def _normalised_paths(text: str) -> str:
 
 
 async def replay(pool: ProcessPoolSandbox, calls: Sequence[Call], style: OutputStyle,
-                 timeout_s: float) -> list[Outcome]:
+                 timeout_s: float) -> list[CallOutcome]:
     """Run one attempt's calls in order in one session; each call's text as the model would be shown it."""
     session = await pool.session()
-    outcomes: list[Outcome] = []
+    outcomes: list[CallOutcome] = []
     try:
         for call in calls:
             execution = await session.run(call.code, timeout_s=timeout_s)
-            outcome = Outcome(call, describe_execution(execution, style), execution.status, execution.state_lost,
-                              execution.duration_s)
+            outcome = CallOutcome(call, describe_execution(execution, style), execution.status, execution.state_lost,
+                                  execution.duration_s)
             outcomes.append(dataclasses.replace(outcome, family=family(outcome, outcomes, style)))
     finally:
         await session.close()
@@ -189,11 +189,11 @@ async def replay(pool: ProcessPoolSandbox, calls: Sequence[Call], style: OutputS
 
 
 async def run(chosen: Sequence[tuple[str, list[Call]]], config: SandboxConfig, style: OutputStyle, jobs: int,
-              timeout_s: float) -> dict[str, list[Outcome]]:
+              timeout_s: float) -> dict[str, list[CallOutcome]]:
     """Every chosen attempt in a session of its own, ``jobs`` attempts at once."""
     pool = ProcessPoolSandbox(dataclasses.replace(config, workers=jobs))
     gate = asyncio.Semaphore(jobs)
-    results: dict[str, list[Outcome]] = {}
+    results: dict[str, list[CallOutcome]] = {}
 
     async def one(name: str, calls: list[Call]) -> None:
         async with gate:
@@ -212,12 +212,12 @@ async def run(chosen: Sequence[tuple[str, list[Call]]], config: SandboxConfig, s
 
 
 @dataclass(frozen=True)
-class Summary:
+class ParitySummary:
     calls: int
     same: int
     outside: int  # calls that hit the time limit on neither side
     same_outside: int
-    families: dict[str, list[Outcome]]
+    families: dict[str, list[CallOutcome]]
 
     @property
     def share(self) -> float:
@@ -228,15 +228,15 @@ class Summary:
         return self.same_outside / self.outside if self.outside else 1.0
 
 
-def summarise(results: dict[str, list[Outcome]]) -> Summary:
+def summarise(results: dict[str, list[CallOutcome]]) -> ParitySummary:
     outcomes = [o for run_ in results.values() for o in run_]
-    families: dict[str, list[Outcome]] = defaultdict(list)
+    families: dict[str, list[CallOutcome]] = defaultdict(list)
     for outcome in outcomes:
         if outcome.family is not None:
             families[outcome.family].append(outcome)
     outside = [o for o in outcomes if o.family != "timeout"]
-    return Summary(len(outcomes), sum(o.same for o in outcomes), len(outside), sum(o.same for o in outside),
-                   dict(families))
+    return ParitySummary(len(outcomes), sum(o.same for o in outcomes), len(outside), sum(o.same for o in outside),
+                         dict(families))
 
 
 def _first_difference(ours: str, recorded: str) -> tuple[str, str]:
@@ -249,7 +249,7 @@ def _first_difference(ours: str, recorded: str) -> tuple[str, str]:
     return repr(ours[-60:]), repr(recorded[-60:])  # the lines agree: a difference in line ends
 
 
-def report(results: dict[str, list[Outcome]], limit_s: float, preset_limit_s: float) -> None:
+def report(results: dict[str, list[CallOutcome]], limit_s: float, preset_limit_s: float) -> None:
     summary = summarise(results)
     names = {id(o): name for name, run_ in results.items() for o in run_}
     print(f"attempts: {len(results)}  calls: {summary.calls}  limit: {limit_s:g} s  "
@@ -284,7 +284,7 @@ def report(results: dict[str, list[Outcome]], limit_s: float, preset_limit_s: fl
           f"({sum(over) - preset_limit_s * len(over):.0f} s saved over {sum(durations):.0f} s of calls)")
 
 
-def dump(results: dict[str, list[Outcome]], path: Path) -> None:
+def dump(results: dict[str, list[CallOutcome]], path: Path) -> None:
     with path.open("w") as handle:
         for name, run_ in results.items():
             for o in run_:

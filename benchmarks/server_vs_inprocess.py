@@ -31,7 +31,7 @@ from solver.types import Engine, GenerationRequest, Problem
 
 
 @dataclass
-class Measure:
+class PathMeasure:
     latency_ms: float  # median wall time of a 1-token request, alone
     first_token_ms: float  # median time to the first delta with all N streams in flight
     stream_tokens: int
@@ -79,7 +79,7 @@ async def run_one(engine: Engine, request: GenerationRequest) -> tuple[int, floa
 
 
 async def measure(config: Config, requests: list[GenerationRequest], problem: Problem,
-                  latency_runs: int) -> Measure:
+                  latency_runs: int) -> PathMeasure:
     """Open the engine the config names (sandbox first, as in a run), then time the three phases on it."""
     from dataclasses import replace
 
@@ -102,14 +102,14 @@ async def measure(config: Config, requests: list[GenerationRequest], problem: Pr
         t0 = time.perf_counter()
         result = await session.solver.solve(problem)
         pipeline_s = time.perf_counter() - t0
-    return Measure(latency_ms=1000 * statistics.median(latencies),
-                   first_token_ms=1000 * statistics.median(f for _, f in results if f is not None),
-                   stream_tokens=sum(t for t, _ in results), stream_s=stream_s,
-                   pipeline_tokens=result.generated_tokens, pipeline_s=pipeline_s, pipeline_reps=result.launched)
+    return PathMeasure(latency_ms=1000 * statistics.median(latencies),
+                       first_token_ms=1000 * statistics.median(f for _, f in results if f is not None),
+                       stream_tokens=sum(t for t, _ in results), stream_s=stream_s,
+                       pipeline_tokens=result.generated_tokens, pipeline_s=pipeline_s, pipeline_reps=result.launched)
 
 
 def through_server(config: Config, requests: list[GenerationRequest], problem: Problem, runs: int,
-                   port: int, extra_args: Sequence[str] = ()) -> Measure:
+                   port: int, extra_args: Sequence[str] = ()) -> PathMeasure:
     from solver.engines.launch import launch_servers
 
     with launch_servers(config, 1, port, extra_args=extra_args) as urls:
@@ -155,7 +155,7 @@ def main() -> None:
     print(f"server done in {time.perf_counter() - t0:.0f} s (includes server start)")
 
     if local is None:
-        local = Measure(float("nan"), float("nan"), 0, 0.0, 0, 0.0, 0)
+        local = PathMeasure(float("nan"), float("nan"), 0, 0.0, 0, 0.0, 0)
     rows = [
         ("1-token request, ms (median)", local.latency_ms, remote.latency_ms),
         (f"first delta with {args.streams} in flight, ms", local.first_token_ms, remote.first_token_ms),

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from solver import __version__
 
 COMMANDS = ("solve", "simulate", "tune", "import_samples", "report", "sweep", "kaggle_local", "serve", "demo",
-            "compile_cache")
+            "compile_cache", "day")
 
 
 class CliParser(argparse.ArgumentParser):

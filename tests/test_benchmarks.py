@@ -6,7 +6,6 @@ recorded ones live in benchmarks/README.md.
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
@@ -39,30 +38,34 @@ def test_stopping_benchmark_on_a_synthetic_run_prints_every_policy():
     assert full is not None and 0 < float(full.group(1)) <= 100
 
 
-@pytest.mark.slow
-@pytest.mark.engine
-def test_engine_benchmark_quick_prints_the_contenders_and_ratios(tmp_path):
-    # Two turns per repetition, not the trace's four, and programs of a median 0.1 s, not 0.5: every contender still
-    # continues repetitions past a program's output (what streaming input and the rounds are about), on half the
-    # tokens and a fifth of the waiting.
-    out = run_benchmark("benchmarks/engine.py", "--quick", "--turns", "2", "--code-median", "0.1",
-                        "--set", "sampling.logprobs=5", "--json", str(tmp_path / "engine.json"), timeout=900)
-    for name in ("(a) raw", "(a1) raw 1 by 1", "(b) pipeline", "(bs) streaming", "(b1) one by one", "(c) rounds"):
-        assert name in out
-    assert re.search(r"ratio \(b\)/\(a\) = \d", out) and re.search(r"ratio \(b\)/\(c\) = \d", out)
-    assert re.search(r"ratio \(b1\)/\(a1\) = \d", out)
-    record = json.loads((tmp_path / "engine.json").read_text())
-    by = {c["name"]: c for c in record["contenders"]}
-    # Every contender did the same work: the trace fixes the tokens each repetition decodes.
-    assert len({c["tokens"] for c in record["contenders"]}) == 1
-    streaming = by["(bs) streaming"]
-    # Every turn of every repetition went through the repetition's one streaming-input request.
-    assert streaming["streamed_turns"] == streaming["sequences"] + streaming["executions"]
-    assert 0 < streaming["ours_ms_per_1k"] < streaming["cpu_ms_per_1k"]
-    assert record["ratios"]["(b)/(a)"] > 0
-    # One problem: its slowest repetition's programs are the floor both ways.
-    floor = record["code_floor"]
-    assert floor["together_s"] == floor["one_by_one_s"] > 0 and floor["pool_s"] > 0
+def test_a_traced_engine_decodes_the_planned_tokens_then_appends_the_scripted_ending():
+    """What ``benchmarks/engine.py``'s contenders share (``solver.engines.traced``), on a scripted engine: each turn
+    asks the engine for exactly its planned tokens among plain words, then gets the plan's python call (a turn that
+    runs code) or its answer; ``decoded`` counts what the engine generated. (The contenders on the real engine are
+    started once, by ``tests/test_benchmarks_real.py``.)"""
+    import asyncio
+    from dataclasses import replace
+
+    from doubles import ScriptedEngine
+    from solver.engines.traced import RepetitionPlan, TracedEngine, TurnPlan, make_script
+    from solver.types import GenerationRequest
+
+    script = make_script("harmony", None)
+    inner = ScriptedEngine(lambda request: " ".join(["w"] * 100))
+    plan = RepetitionPlan((TurnPlan(5, 0.25), TurnPlan(3, None)), 7)
+    traced = TracedEngine(inner, {("p", 0): plan}, "sleep", script)
+    base = GenerationRequest("r", "prompt", None, 1000, 1.0, 1.0, 0, ("stop",), problem_id="p", repetition=0)
+
+    async def turn(number: int) -> list:
+        return [d async for d in traced.stream(replace(base, turn=number))]
+
+    first, last = asyncio.run(turn(0)), asyncio.run(turn(1))
+    forced = inner.requests[0]
+    assert forced.max_tokens == 5 and forced.stop == () and forced.extra["min_tokens"] == 5
+    assert forced.extra["ignore_eos"] and forced.extra["allowed_token_ids"] == list(script.words)
+    assert first[-1].finish_reason == "stop" and "to=python" in first[-1].text and "time.sleep(0.250)" in first[-1].text
+    assert last[-1].finish_reason == "stop" and "\\boxed{7}" in last[-1].text
+    assert traced.decoded == {("p", 0): 5 + 3}
 
 
 def test_engine_benchmark_refuses_unknown_contenders_before_any_engine_starts():

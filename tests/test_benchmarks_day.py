@@ -1,13 +1,12 @@
-"""The day slice (``benchmarks/day.py``): recorded attempts through the Kaggle path (``KagglePredictor``, its budget
-and its engine supervisor), problem after problem, across device calls. The plan's live limits and carried tool
-seconds are checked against the recording; one run on the real engine (the tiny harmony model) plays a slice over
-two "calls" with the preset's rules acting and the engine killed mid-problem. Timing is never asserted.
+"""The day slice (``solver day``, which ``benchmarks/day.py`` runs; ``solver.kaggle.day``): recorded attempts
+through the Kaggle path (``KagglePredictor``, its budget and its engine supervisor), problem after problem, across
+device calls. The plan's live limits and carried tool seconds are checked against the recording; one run on the
+real engine (the tiny harmony model) plays a slice over two "calls" with the preset's rules acting and the engine
+killed mid-problem: the one test of the supervisor's engine start and rebuild here. Timing is never asserted.
 """
 
 from __future__ import annotations
 
-import doctest
-import importlib
 import json
 import lzma
 import subprocess
@@ -16,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from solver.cli import main as solver_main
+
 ROOT = Path(__file__).resolve().parents[1]
-BENCHMARKS = ROOT / "benchmarks"
-if str(BENCHMARKS) not in sys.path:
-    sys.path.insert(0, str(BENCHMARKS))  # the benchmarks import each other as top-level modules
 
 # Three dev problems: aimo3-15245's first attempt calls python within its first 300 tokens (the others answer
 # in one request), so with 3 s calls agree:4 cancels it; the last two answer 5 (8 of 8) and 13 (7 of 8).
@@ -59,14 +57,13 @@ def gptoss_config():
     return load_config("h100-gptoss")
 
 
-def test_day_module_doctests_pass():
-    assert doctest.testmod(importlib.import_module("day")).failed == 0
+def main(argv: list[str]) -> int:
+    """``solver day`` in this process (``benchmarks/day.py`` is that command)."""
+    return solver_main(["day", *argv])
 
 
 def test_carried_tool_seconds_reach_the_plan_without_reading_the_code(extract, gptoss_config):
-    from attempts import Caps, plan, read_tool_seconds
-
-    from solver.recordings import read_attempts
+    from solver.recordings import Caps, plan, read_attempts, read_tool_seconds
 
     seconds = read_tool_seconds(extract)
     assert seconds == [(0.5,) * 400] * 24
@@ -78,9 +75,10 @@ def test_carried_tool_seconds_reach_the_plan_without_reading_the_code(extract, g
 def test_live_limits_end_attempts_where_the_loop_and_the_engine_end_them(real_attempts, gptoss_config):
     """Uncapped, the preset's own limits (60k tokens per attempt as the loop counts them, 32k per request, 65k
     context) end an attempt in the request where one bites: it decodes up to the limit, with no answer."""
-    from attempts import Caps, Limits, plan
+    from solver.recordings import Caps, plan
+    from solver.recordings.attempts import ReplayLimits
 
-    limits = Limits.of(gptoss_config)
+    limits = ReplayLimits.of(gptoss_config)
     problems = plan(real_attempts, Caps(problems=3, attempts=8, at_limit="length"), gptoss_config)
     recorded = {}
     for attempt in real_attempts:
@@ -107,8 +105,6 @@ def test_live_limits_end_attempts_where_the_loop_and_the_engine_end_them(real_at
 
 
 def test_bad_input_is_one_line_and_exit_2_before_anything_starts(extract, tmp_path, capsys):
-    from day import main
-
     out = tmp_path / "day.json"
     common = ["--attempts-file", str(extract), "--problems", "3", "--json", str(out)]
     for args, message in ((["--kill-engine-at", "2"], "--kill-engine-at: PROBLEM:SECONDS"),
@@ -127,8 +123,6 @@ def test_bad_input_is_one_line_and_exit_2_before_anything_starts(extract, tmp_pa
 
 
 def test_the_estimate_plays_the_slice_on_the_time_model_and_splits_it_into_calls(extract, tmp_path, capsys):
-    from day import main
-
     assert main(["--gpu", "--attempts-file", str(extract), "--problems", "3", "--estimate", "--until", "540"]) == 0
     printed = capsys.readouterr().out
     assert "estimate on time model h100-gptoss (start 131 s), rules kaggle" in printed
@@ -139,9 +133,7 @@ def test_the_estimate_plays_the_slice_on_the_time_model_and_splits_it_into_calls
 
 @pytest.mark.slow
 def test_measured_tool_seconds_travel_with_the_extract(real_attempts_path, tmp_path):
-    from attempts import read_tool_seconds
-
-    from solver.recordings import read_attempts
+    from solver.recordings import read_attempts, read_tool_seconds
 
     out = tmp_path / "measured.jsonl.xz"
     done = run("benchmarks/extract_attempts.py", str(out), "--source", str(real_attempts_path), "--problem-ids",

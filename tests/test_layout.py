@@ -2,7 +2,8 @@
 imports no I/O of the solver, offline analysis never depends on the CLI, commands are imported by the CLI alone,
 the sandbox worker imports nothing of the solver, a package with a face (an ``__init__`` that names what
 outsiders may use in ``__all__``) is imported through it, the top level stays small, no test double lives in
-production, and no two classes share a name."""
+production, and no two classes share a name. The benchmarks are held to the same rules (faces, names, doubles,
+cycles): a script imports the package, never another script."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ def module_name(path: Path) -> str:
 
 
 MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+BENCHMARKS = {module_name(p): p for p in (ROOT / "benchmarks").glob("*.py")}
 
 
 def imports(path: Path) -> set[str]:
@@ -37,6 +39,22 @@ def imports(path: Path) -> set[str]:
 
 
 GRAPH = {name: imports(path) for name, path in MODULES.items()}
+
+
+def bare_imports(path: Path) -> set[str]:
+    """The benchmark scripts ``path`` imports by bare name (``import day``, ``from attempts import ...``), as
+    ``benchmarks.NAME``."""
+    names = {n.split(".")[1] for n in BENCHMARKS}
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets = ([node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else
+                   [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+        found |= {f"benchmarks.{t.split('.')[0]}" for t in targets if t.split(".")[0] in names}
+    return found
+
+
+# The package and the benchmarks together: a script's solver imports, and any script it imports by bare name.
+WHOLE = {**GRAPH, **{name: imports(path) | bare_imports(path) for name, path in BENCHMARKS.items()}}
 
 
 def folder(name: str) -> str:
@@ -77,7 +95,20 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_no_module_imports_itself_back():
-    assert cycles(GRAPH) == []
+    assert cycles(WHOLE) == []
+
+
+def test_no_benchmark_imports_another_by_bare_name():
+    """Code two scripts share lives in the package; a script is run, never imported by another (a script may
+    import itself by name: Ray's workers find its classes so)."""
+    others = {n: sorted(bare_imports(p) - {n}) for n, p in BENCHMARKS.items()}
+    assert {n: found for n, found in others.items() if found} == {}
+
+
+def test_no_benchmark_puts_its_own_folder_on_the_path():
+    """A script may put the checkout's root on ``sys.path`` (to find the package), never the benchmarks' folder."""
+    own = ("sys.path.insert(0, str(HERE))", "sys.path.insert(0, str(Path(__file__).resolve().parent))")
+    assert [name for name, path in BENCHMARKS.items() if any(x in path.read_text() for x in own)] == []
 
 
 def test_no_folder_imports_itself_back():
@@ -168,8 +199,9 @@ def test_the_top_level_holds_at_most_eight_modules():
 
 
 def _classes() -> list[tuple[str, str]]:
-    return [(node.name, name) for name, path in MODULES.items() for node in ast.parse(path.read_text()).body
-            if isinstance(node, ast.ClassDef)]
+    """Every top-level class of the package and of the benchmarks, with its module."""
+    return [(node.name, name) for name, path in {**MODULES, **BENCHMARKS}.items()
+            for node in ast.parse(path.read_text()).body if isinstance(node, ast.ClassDef)]
 
 
 def test_no_test_double_lives_in_production():

@@ -13,11 +13,10 @@ GPU command joins them.
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
+import runpy
 import shlex
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,8 +24,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
-if str(BENCHMARKS) not in sys.path:
-    sys.path.insert(0, str(BENCHMARKS))  # the benchmarks import each other as top-level modules
 
 DOCS = ["README.md", "benchmarks/README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")),
         "kaggle/README.md", "evaluation/README.md"]
@@ -175,14 +172,15 @@ def argv_of(command: GpuCommand, out: Path) -> list[str]:
 
 
 def run(program: str, argv: list[str]) -> int:
-    """The command's own entry point, in this process, with ``--dry-run``; its exit code."""
+    """The command's own entry point, in this process, with ``--dry-run``; its exit code. A benchmark is loaded as
+    the script it is (``runpy``, not as an importable module) and its ``main`` called."""
     try:
         if program == "solver":
             from solver.cli import main
 
             return main([*argv, "--dry-run"])
-        module = importlib.import_module(program.removesuffix(".py"))
-        return module.main([*argv, "--dry-run"])
+        script = runpy.run_path(str(BENCHMARKS / program), run_name=program.removesuffix(".py"))
+        return script["main"]([*argv, "--dry-run"])
     except SystemExit as exc:  # argparse's own errors
         return exc.code if isinstance(exc.code, int) else 1
 

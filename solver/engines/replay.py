@@ -1,5 +1,7 @@
 """Replay engine: serves recorded completions from earlier runs, so everything after generation (code execution,
-voting, stopping, budgets) can be rerun and tuned without a GPU.
+voting, stopping, budgets) can be rerun and tuned without a GPU. Its mode on a real engine, where the engine
+decodes each recorded request's number of tokens (recorded gpt-oss attempts, for measuring the engine), is
+``solver.recordings.replay_on_engine``.
 
 A request is answered from the recording keyed by ``(problem_id, repetition, turn)``. Repetition ``i`` of a
 problem is the ``i``-th finished (non-cancelled) repetition of that problem over the run directories in the

@@ -5,10 +5,9 @@ tests/test_readme_gpu_commands.py; here, what a dry run must refuse."""
 
 from __future__ import annotations
 
-import importlib
+import runpy
 import os
 import subprocess
-import sys
 
 import pytest
 
@@ -53,25 +52,22 @@ def test_a_kaggle_rehearsal_dry_run_checks_every_name_and_writes_nothing(tmp_pat
 
 
 def test_a_missing_file_of_the_checkout_is_bad_input_but_the_gpu_machines_own_is_skipped(capsys):
-    if str(ROOT / "benchmarks") not in sys.path:
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-    day = importlib.import_module("day")
+    from solver.cli import main  # benchmarks/day.py is `solver day`
+
     missing = ROOT / "benchmarks" / "data" / "none.jsonl.xz"
-    assert day.main(["--attempts-file", str(missing), "--estimate", "--dry-run"]) == 2
+    assert main(["day", "--attempts-file", str(missing), "--estimate", "--dry-run"]) == 2
     error = capsys.readouterr().err
     assert "--attempts-file: no file or folder benchmarks/data/none.jsonl.xz in this checkout" in error
-    assert day.main(["--attempts-file", "/nowhere/slice.jsonl.xz", "--estimate", "--dry-run"]) == 0
+    assert main(["day", "--attempts-file", "/nowhere/slice.jsonl.xz", "--estimate", "--dry-run"]) == 0
     assert "dry run: skipped: --attempts-file /nowhere/slice.jsonl.xz: not on this machine" in capsys.readouterr().out
 
 
 def test_an_engine_wider_than_the_gpus_visible_is_refused(capsys, monkeypatch):
-    if str(ROOT / "benchmarks") not in sys.path:
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-    pressure = importlib.import_module("pressure")
+    pressure = runpy.run_path(str(ROOT / "benchmarks" / "pressure.py"), run_name="pressure")  # the script, loaded
     args = ["--preset", "h100", "--model", "/nowhere/m", "--set", "engine.args.tensor_parallel_size=2", "--dry-run"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
-    assert pressure.main(args) == 2
+    assert pressure["main"](args) == 2
     assert "one engine spans 2 GPUs (tensor x pipeline x data parallel); 1 visible" in capsys.readouterr().err
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-    assert pressure.main(args) == 0
+    assert pressure["main"](args) == 0
     assert "dry run: plan: GPUs: the engine spans 2 of the 2 visible (0,1)" in capsys.readouterr().out

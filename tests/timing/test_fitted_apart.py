@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,8 +16,6 @@ from solver.timing.model import dump, load_time_model, names
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
-if str(ROOT / "benchmarks") not in sys.path:
-    sys.path.insert(0, str(ROOT / "benchmarks"))  # the benchmarks import each other as top-level modules
 
 SLICE = "h100_day-slice.json"
 
@@ -31,7 +28,7 @@ def result(name: str) -> dict:
 
 @pytest.fixture(scope="module")
 def check():
-    return importlib.import_module("day_check")
+    return importlib.import_module("solver.kaggle.day_check")  # benchmarks/day_check.py's core
 
 
 def test_every_shipped_model_names_the_runs_its_numbers_were_fitted_on() -> None:
@@ -61,7 +58,7 @@ def test_the_slice_the_model_was_fitted_on_is_called_in_sample(check, capsys, tm
     path = tmp_path / "refit.yaml"
     path.write_text(dump(model))
     out = tmp_path / "check.json"
-    check.main([str(RESULTS / SLICE), "--time-model", str(path), "--json", str(out)])
+    check.check_day(RESULTS / SLICE, str(path), out)
     text = capsys.readouterr().out
     assert "IN-SAMPLE" in text and "the fit's residual (in-sample, not a check)" in text
     assert "check: problems within 10 % (held out)" in text
@@ -76,7 +73,7 @@ def test_a_run_the_model_never_saw_is_a_check(check, capsys) -> None:
     saw, so that problem is held out; nothing is called in-sample decode."""
     model = load_time_model("h100-gptoss")
     assert model.fed("h100_day-fault.json") == ("rebuild_s",)
-    check.main([str(RESULTS / "h100_day-fault.json")])
+    check.check_day(RESULTS / "h100_day-fault.json")
     text = capsys.readouterr().out
     assert "IN-SAMPLE: h100_day-fault.json fed h100-gptoss's rebuild_s" in text
 

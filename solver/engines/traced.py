@@ -1,4 +1,4 @@
-"""Scripted work on the real engine, so every contender of ``engine.py`` does exactly the same work.
+"""Scripted work on the real engine, so every contender of ``benchmarks/engine.py`` does exactly the same work.
 
 The tiny model rarely writes code, and what it writes runs in a millisecond; a maths model's repetitions look
 different: several turns of uneven length, each ending in a program that may compute for seconds (the AIMO1
@@ -136,7 +136,7 @@ WORDS = (" the sum of all numbers is a prime and so the answer follows from this
 
 
 @dataclass(frozen=True)
-class Script:
+class TurnScript:
     """How a dialect spells a traced turn's scripted ending, as token ids appended to the turn's real tokens."""
 
     dialect: str
@@ -161,19 +161,19 @@ class Script:
         return self.decode(ids[:-1]), ids, None, ids[-1]
 
 
-def make_script(dialect: str, tokenizer) -> Script:
+def make_script(dialect: str, tokenizer) -> TurnScript:
     """The script for the dialect in use: fences through the model's tokenizer, harmony through its library."""
     if dialect == "harmony":
         from solver.dialects import load_encoding
 
         enc = load_encoding()
-        return Script("harmony", lambda t: list(enc.encode(t, allowed_special="all")), lambda ids: enc.decode(ids),
-                      tuple(sorted(set(enc.encode(WORDS)))))
+        return TurnScript("harmony", lambda t: list(enc.encode(t, allowed_special="all")), lambda ids: enc.decode(ids),
+                          tuple(sorted(set(enc.encode(WORDS)))))
     if dialect != "fences" or tokenizer is None:
         raise ValueError(f"the trace workload speaks fences (with a tokenizer) or harmony, not {dialect!r}")
     words = tuple(sorted(set(tokenizer.encode(WORDS, add_special_tokens=False))))
-    return Script("fences", lambda t: list(tokenizer.encode(t, add_special_tokens=False)),
-                  lambda ids: tokenizer.decode(ids), words)
+    return TurnScript("fences", lambda t: list(tokenizer.encode(t, add_special_tokens=False)),
+                      lambda ids: tokenizer.decode(ids), words)
 
 
 class TracedEngine:
@@ -183,7 +183,7 @@ class TracedEngine:
     (problem, repetition), which is the token volume every contender is charged with."""
 
     def __init__(self, inner: Engine, plans: dict[tuple[str, int], RepetitionPlan], kind: Literal["sleep", "spin"],
-                 script: Script):
+                 script: TurnScript):
         self.inner, self.plans, self.kind, self.script = inner, plans, kind, script
         self.name, self.tokenizer = inner.name, inner.tokenizer
         self.decoded: dict[tuple[str, int], int] = {}

@@ -3,7 +3,7 @@
 A recorded attempt (``solver.recordings.traces``) is a prompt and a run of requests, each generating some tokens and
 ending in a python call (the harness appended the tool's message), a ``<|return|>`` without an answer (the
 harness appended a follow-up) or the cut at the answer. A replay keeps that shape exactly and scripts only what
-the text says, as ``workload.TracedEngine`` does for drawn plans:
+the text says, as ``solver.engines.traced.TracedEngine`` does for drawn plans:
 
 - each request decodes the recorded number of tokens from the real engine (``ignore_eos``, ``min_tokens``,
   drawn among plain words), then a scripted ending is appended: a python call on the analysis channel, as
@@ -15,7 +15,7 @@ the text says, as ``workload.TracedEngine`` does for drawn plans:
   at ``<|return|>``), a few header tokens longer than the recorded user message;
 - the call "runs" for the seconds our sandbox took to re-execute the recorded code (a stateful session per
   attempt, in order, cut at the sandbox timeout: ``measure_tool_times``) or a fixed time: the replay sandbox
-  (``RecordedOutputs``) sleeps that long in the real sandbox and answers with the recorded output.
+  (``RecordedCalls``) sleeps that long in the real sandbox and answers with the recorded output.
 
 Caps keep a GPU run inside one call: generated tokens and requests per attempt, and the config's own limits
 (``sampling.max_tokens`` per request, ``sampling.max_total_tokens`` and ``max_turns`` per attempt,
@@ -25,12 +25,12 @@ decodes what fits and answers (``Caps.at_limit`` "answer", the engine benchmark'
 where one bites decodes what the loop and the engine allow and stops there, no answer (status ``length``; a prompt
 that already fills the context is refused: ``error``), as ``solver.offline.sim``'s plans cut recordings.
 
-Tool seconds measured once (``extract_attempts.py --measure-tools``) travel in the extract, one list per attempt
-(``tool_seconds``: per request, 0 where nothing ran); ``read_tool_seconds`` reads them and ``plan`` uses them.
+Tool seconds measured once (``benchmarks/extract_attempts.py --measure-tools``) travel in the extract, one list per
+attempt (``tool_seconds``: per request, 0 where nothing ran); ``read_tool_seconds`` reads them and ``plan`` uses them.
 
 The plan is built by running the solver's dialogue over it once (``plan_attempt``), so every appended id and
-every context length is what the pipeline will send; a contender without solver code (``real_shape.py``'s (t))
-replays those ids.
+every context length is what the pipeline will send; a contender without solver code
+(``benchmarks/real_shape.py``'s (t)) replays those ids.
 """
 
 from __future__ import annotations
@@ -41,19 +41,22 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from solver.dialects import TurnOutput
-from solver.dialects import OutputStyle, execution_from_shown
-from solver.recordings import Attempt
+from solver.config import Config, from_dict, load_config
+from solver.dialects import OutputStyle, TurnOutput, execution_from_shown
+from solver.errors import BadInput
+from solver.recordings.traces import Attempt
 from solver.types import Execution, GenerationRequest, Problem
-from workload import TracedEngine, make_script
+from solver.engines.traced import TracedEngine, make_script
 
+# The dev extract of recorded gpt-oss-120b attempts, beside the checkout (the GPU machine's shared data).
+DEFAULT_ATTEMPTS_FILE = Path("../shared/data/replay/gptoss120b_aimo3_dev.jsonl.xz")
 # What the recording harness ran in every kernel before the first call (tonghuikang/aimo3 notebook.py).
 STARTER_CELL = "import random, numpy as np, sympy as sp\nrandom.seed(42)\nnp.random.seed(42)"
 CALL_CODE = "# replayed call {key}"
 _KEY = re.compile(r"^# replayed call (\S+)\s*$")
 
 
-class PlanError(ValueError):
+class PlanError(BadInput, ValueError):
     """Attempts that cannot be replayed as asked; the message is one line meant for the user."""
 
 
@@ -83,7 +86,7 @@ class Caps:
 
 
 @dataclass(frozen=True)
-class Step:
+class ReplayStep:
     """One request of a replayed attempt."""
 
     tokens: int  # decoded by the engine (``TracedEngine`` reads this name)
@@ -105,7 +108,7 @@ class Replay:
 
     problem: Problem
     index: int
-    steps: tuple[Step, ...]
+    steps: tuple[ReplayStep, ...]
     answer: str
 
     @property
@@ -113,7 +116,7 @@ class Replay:
         return sum(s.tokens for s in self.steps)
 
     @property
-    def turns(self) -> tuple[Step, ...]:  # ``TracedEngine`` reads a plan's turns
+    def turns(self) -> tuple[ReplayStep, ...]:  # ``TracedEngine`` reads a plan's turns
         return self.steps
 
     @property
@@ -140,11 +143,11 @@ def choose(problem_ids: Sequence[str], problems: int, attempts: int, only: Seque
     >>> choose(["a", "b"], problems=1, attempts=2)
     Traceback (most recent call last):
     ...
-    attempts.PlanError: 0 problems have at least 2 attempts (the most is 1), 1 wanted
+    solver.recordings.attempts.PlanError: 0 problems have at least 2 attempts (the most is 1), 1 wanted
     >>> choose(["a", "b"], problems=1, attempts=1, only=["x"])
     Traceback (most recent call last):
     ...
-    attempts.PlanError: problem x has 0 attempts, 1 wanted
+    solver.recordings.attempts.PlanError: problem x has 0 attempts, 1 wanted
     """
     where: dict[str, list[int]] = {}
     for position, pid in enumerate(problem_ids):
@@ -162,7 +165,7 @@ def choose(problem_ids: Sequence[str], problems: int, attempts: int, only: Seque
     return dict(list(enough.items())[:problems])
 
 
-class Script:
+class HarmonyEndings:
     """The scripted endings of replayed requests, in harmony token ids."""
 
     def __init__(self) -> None:
@@ -183,7 +186,7 @@ class Script:
         return self.encode(f"<|end|><|start|>assistant<|channel|>final<|message|>\\boxed{{{answer}}}<|return|>")
 
 
-def recorded_code(attempt: Attempt, script: Script) -> list[str | None]:
+def recorded_code(attempt: Attempt, script: HarmonyEndings) -> list[str | None]:
     """Per request, the code of the python call it ends in (None: no call to python)."""
     from openai_harmony import HarmonyError, Role
 
@@ -209,7 +212,7 @@ def key_of(problem_id: str, index: int, turn: int) -> str:
 
 
 @dataclass(frozen=True)
-class Limits:
+class ReplayLimits:
     """The config's limits a replay must stay within, so the pipeline sends every planned request."""
 
     max_tokens: int  # per request
@@ -218,13 +221,13 @@ class Limits:
     max_model_len: int | None
 
     @classmethod
-    def of(cls, config: Any) -> Limits:
+    def of(cls, config: Any) -> ReplayLimits:
         s = config.sampling
         return cls(s.max_tokens, s.max_total_tokens, s.max_turns, config.engine.args.get("max_model_len"))
 
 
 def plan_attempt(attempt: Attempt, problem: Problem, index: int, dialect: Any, style: OutputStyle, caps: Caps,
-                 limits: Limits, script: Script, tool_seconds: Sequence[float] | None = None) -> Replay:
+                 limits: ReplayLimits, script: HarmonyEndings, tool_seconds: Sequence[float] | None = None) -> Replay:
     """The replay of one recorded attempt as repetition ``index``: its requests within the caps, each with the
     ids the solver's dialogue appends after it, found by running the dialogue over the plan (the engine's own
     tokens stand in as one plain word: what is appended does not depend on them, and parsing a turn costs time in
@@ -232,7 +235,7 @@ def plan_attempt(attempt: Attempt, problem: Problem, index: int, dialect: Any, s
     extract; the recorded code is then not read); else every call's ``tool_s`` is 0 and its ``code`` is read."""
     codes = recorded_code(attempt, script) if tool_seconds is None else [None] * len(attempt.requests)
     dialogue = dialect.start(problem)
-    steps: list[Step] = []
+    steps: list[ReplayStep] = []
     decoded = counted = 0  # decoded tokens; tokens the loop counts (decoded and scripted, as it limits them)
     shift = 0  # tokens the stand-in words leave out of the dialogue's context
     answer = attempt.trace_answer if attempt.trace_answer and attempt.trace_answer.isdigit() else "0"
@@ -250,11 +253,11 @@ def plan_attempt(attempt: Attempt, problem: Problem, index: int, dialect: Any, s
             if turn >= limits.max_turns or left <= 0:
                 break  # no further request: the attempt ends after its last call (status length)
             if model_len - prompt <= 0:  # the engine refuses a prompt that fills the context (status error)
-                steps.append(Step(0, False, recorded_tokens=want, prompt_tokens=prompt, limit=True))
+                steps.append(ReplayStep(0, False, recorded_tokens=want, prompt_tokens=prompt, limit=True))
                 break
             cap = min(limits.max_tokens, left, model_len - prompt)
             if want > cap and cap < token_cap - decoded:  # a limit bites before the benchmark's own cap: decoded
-                steps.append(Step(cap, False, recorded_tokens=want, prompt_tokens=prompt, limit=True))
+                steps.append(ReplayStep(cap, False, recorded_tokens=want, prompt_tokens=prompt, limit=True))
                 break  # up to it, finish length, no answer
         final = (turn == len(attempt.requests) - 1 or shown is None
                  or (not live and turn + 1 >= limits.max_turns)
@@ -271,8 +274,8 @@ def plan_attempt(attempt: Attempt, problem: Problem, index: int, dialect: Any, s
                       min(want, limits.max_tokens, limits.max_total_tokens - counted, token_cap - decoded,
                           model_len - prompt - 1))
             if tokens >= 1:
-                steps.append(Step(tokens, False, recorded_tokens=want, ending=tuple(script.answer(answer)),
-                                  prompt_tokens=prompt))
+                steps.append(ReplayStep(tokens, False, recorded_tokens=want, ending=tuple(script.answer(answer)),
+                                        prompt_tokens=prompt))
             elif steps:  # nothing fits: the request before answers instead
                 steps[-1] = replace(steps[-1], call=False, shown="", code=None, ending=tuple(script.answer(answer)),
                                     appended=())
@@ -288,8 +291,8 @@ def plan_attempt(attempt: Attempt, problem: Problem, index: int, dialect: Any, s
         dialogue.reply(out, reading, execution_from_shown("", shown or "", style))
         after = dialogue.prompt().token_ids or ()
         seconds = float(tool_seconds[turn]) if tool_seconds is not None and turn < len(tool_seconds) else 0.0
-        steps.append(Step(want, True, shown or "", codes[turn], seconds, want, len(request.appended), tuple(ending),
-                          tuple(after[prompt - shift + len(ids):]), prompt))
+        steps.append(ReplayStep(want, True, shown or "", codes[turn], seconds, want, len(request.appended),
+                                tuple(ending), tuple(after[prompt - shift + len(ids):]), prompt))
         shift += want - min(want, 1)
         decoded += want
         counted += want + len(ending)
@@ -308,7 +311,7 @@ def plan(attempts: Sequence[Attempt], caps: Caps, config: Any,
     if style.style != "jupyter":
         raise PlanError("the replay shows recorded tool outputs: prompt.output_style must be jupyter "
                         "(as in the h100-gptoss preset)")
-    script, limits = Script(), Limits.of(config)
+    script, limits = HarmonyEndings(), ReplayLimits.of(config)
     out = []
     for pid, positions in chosen.items():
         first = attempts[positions[0]]
@@ -329,7 +332,7 @@ def with_tool_times(problems: list[list[Replay]], times: dict[str, float]) -> li
 def read_tool_seconds(path: Path) -> list[tuple[float, ...] | None]:
     """Per attempt of a trace file (in file order), the seconds each of its requests' calls ran when measured for
     the extract (``tool_seconds``), or None where the line carries none. A malformed list is a ``PlanError``."""
-    from solver.recordings import json_lines
+    from solver.recordings.traces import json_lines
 
     out: list[tuple[float, ...] | None] = []
     for where, record in json_lines(path):
@@ -344,7 +347,7 @@ def read_tool_seconds(path: Path) -> list[tuple[float, ...] | None]:
 TOOL_TIME_MODES = ("auto", "carried", "measure")  # --tool-time's words; any other value is seconds per call
 
 
-def tool_time_seconds(value: str, error: type[Exception] = ValueError) -> float:
+def tool_time_seconds(value: str, error: type[Exception] = BadInput) -> float:
     """``--tool-time``'s seconds per call, where it is not one of ``TOOL_TIME_MODES``; bad input raises ``error``.
 
     >>> tool_time_seconds("0.5")
@@ -352,7 +355,7 @@ def tool_time_seconds(value: str, error: type[Exception] = ValueError) -> float:
     >>> tool_time_seconds("soon")
     Traceback (most recent call last):
     ...
-    ValueError: --tool-time: 'auto', 'carried', 'measure' or seconds, not 'soon'
+    solver.errors.BadInput: --tool-time: 'auto', 'carried', 'measure' or seconds, not 'soon'
     """
     try:
         seconds = float(value)
@@ -364,7 +367,7 @@ def tool_time_seconds(value: str, error: type[Exception] = ValueError) -> float:
 
 
 def tool_time_mode(value: str, carried: Sequence[tuple[float, ...] | None], path: Path,
-                   error: type[Exception] = ValueError) -> str:
+                   error: type[Exception] = BadInput) -> str:
     """``--tool-time`` for the trace file at ``path`` (``carried``: its ``read_tool_seconds``): ``'carried'``,
     ``'measure'``, or ``value`` itself (seconds per call, checked by ``tool_time_seconds``); ``'auto'`` is carried
     when every attempt carries its seconds, else measure. Bad input raises ``error``.
@@ -375,7 +378,7 @@ def tool_time_mode(value: str, carried: Sequence[tuple[float, ...] | None], path
     >>> tool_time_mode("carried", [None], x)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: --tool-time carried: x.jsonl carries no tool_seconds (write the extract with extract_attempts.py ...)
+    solver.errors.BadInput: --tool-time carried: x.jsonl carries no tool_seconds (write the extract with extract_attempts.py ...)
     """
     if value not in TOOL_TIME_MODES:
         tool_time_seconds(value, error)
@@ -406,7 +409,7 @@ async def measure_tool_times(problems: list[list[Replay]], sandbox: Any, timeout
     one stateful session per attempt, the harness's starter cell first, untimed, calls in order, each cut at
     ``timeout_s``); attempts at once (the pool bounds how many run). Seconds per call (``key_of``); a follow-up
     takes none."""
-    from solver.recordings import measure_calls
+    from solver.recordings.tool_times import measure_calls
 
     replays = [r for group in problems for r in group]
     calls = [[s.code for s in r.steps if s.call] for r in replays]
@@ -415,7 +418,7 @@ async def measure_tool_times(problems: list[list[Replay]], sandbox: Any, timeout
             for turn, value in zip((t for t, s in enumerate(r.steps) if s.call), times)}
 
 
-class RecordedOutputs:
+class RecordedCalls:
     """The sandbox a replay's pipeline runs its calls in: each scripted call sleeps its planned seconds in the real
     sandbox (a session per repetition when the loop asks for one), then answers with the recorded output, so the
     dialogue appends the recorded tool message."""
@@ -439,14 +442,14 @@ class RecordedOutputs:
         return await self.answer(code, lambda c: self.inner.run(c, timeout_s=timeout_s))
 
     async def session(self) -> Any:
-        return _RecordedSession(self, await self.inner.session())
+        return _RecordedCallSession(self, await self.inner.session())
 
     async def close(self) -> None:
         await self.inner.close()
 
 
-class _RecordedSession:
-    def __init__(self, outputs: RecordedOutputs, inner: Any) -> None:
+class _RecordedCallSession:
+    def __init__(self, outputs: RecordedCalls, inner: Any) -> None:
         self.outputs, self.inner = outputs, inner
 
     async def run(self, code: str, *, timeout_s: float | None = None) -> Execution:
@@ -456,12 +459,12 @@ class _RecordedSession:
         await self.inner.close()
 
 
-class ReplayEngine(TracedEngine):
+class AttemptsOnEngine(TracedEngine):
     """The real engine made to follow replays: each request decodes its step's tokens among plain words, then
     gets its step's scripted ending (``TracedEngine`` does the rest, and counts what was decoded). A request of no
     replay (the Kaggle supervisor's one-token health probe) goes to the engine as it is."""
 
-    def __init__(self, inner: Any, problems: list[list[Replay]], script: Script) -> None:
+    def __init__(self, inner: Any, problems: list[list[Replay]], script: HarmonyEndings) -> None:
         plans: dict[tuple[str, int], Any] = {(r.problem.id, r.index): r for replays in problems for r in replays}
         super().__init__(inner, plans, "sleep", script.traced)
 
@@ -475,3 +478,40 @@ class ReplayEngine(TracedEngine):
             return None
         ids = list(turn.ending)
         return self.script.decode(ids[:-1]), ids, None, ids[-1]
+
+
+def replay_on_engine(engine: Any, problems: list[list[Replay]], endings: HarmonyEndings) -> AttemptsOnEngine:
+    """Recorded attempts replayed on a real engine: ``engine`` (a started ``Engine``) decodes each planned
+    request's recorded number of tokens, then gets the recorded ending. The solver's one replay engine
+    (``solver.engines.replay``) serves recorded text without any engine; this is its mode on a real one."""
+    return AttemptsOnEngine(engine, problems, endings)
+
+
+def preset_engine(preset: str, gpu: bool) -> Config:
+    """The preset; on CPU (``gpu`` false) with the tiny preset's engine and the tiny harmony model in place of the
+    preset's engine section (its prompt, sampling, sandbox, rules and budget kept)."""
+    config = load_config(preset)
+    if not gpu:
+        from solver.models import ensure_tiny_harmony_model
+
+        tiny = load_config("tiny").to_dict()["engine"]
+        tiny["model"] = str(ensure_tiny_harmony_model())
+        tiny["args"]["skip_tokenizer_init"] = True  # harmony renders and parses ids; the model has no tokenizer
+        config = from_dict({**config.to_dict(), "engine": tiny})
+    return config
+
+
+async def warm_up(engine: Any, endings: HarmonyEndings, n: int = 4) -> None:
+    """A few short requests: the first ones pay one-off costs (graphs, kernels) no measured run should carry.
+    Their prompts (plain words) share no block with a replay's, so the prefix cache gives no run a head start."""
+    import asyncio
+    import contextlib
+
+    async def one(i: int) -> None:
+        prompt = tuple(endings.words[i:] + endings.words[:i]) * 4
+        request = GenerationRequest(f"warm-{i}", "", prompt, 16, 1.0, 1.0, i, (), extra={"ignore_eos": True})
+        async with contextlib.aclosing(engine.stream(request)) as deltas:
+            async for _ in deltas:
+                pass
+
+    await asyncio.gather(*(one(i) for i in range(n)))

@@ -1,9 +1,9 @@
 """What the engine did, request by request and step by step: the raw material of an engine time model.
 
-``Timeline`` keeps one ``RequestRecord`` per engine request (when it was sent, its first token, its end, the
+``RequestTimeline`` keeps one ``RequestRecord`` per engine request (when it was sent, its first token, its end, the
 prompt it was sent, how much of it the prefix cache held, the tokens it decoded, the requests the engine held when
 it was sent); ``TimedEngine`` fills it for any engine of the ``Engine`` protocol. ``Sampler`` polls the engine's
-own metrics (in process: vLLM's metrics registry; a server: its ``/metrics`` page) into a series of ``Sample``s:
+own metrics (in process: vLLM's metrics registry; a server: its ``/metrics`` page) into a series of ``MetricsSample``s:
 requests running and waiting, KV cache usage, and the preemption and prefix-cache counters.
 """
 
@@ -42,7 +42,7 @@ class RequestRecord:
 
 
 @dataclass
-class Timeline:
+class RequestTimeline:
     """Request records of one contender, times from ``t0``."""
 
     t0: float = field(default_factory=time.perf_counter)
@@ -57,7 +57,7 @@ class Timeline:
     def cached_share(self) -> float | None:
         """Prompt tokens served by the prefix cache over all prompt tokens of requests that reported it.
 
-        >>> t = Timeline(0.0, [RequestRecord("p", 0, 0, 0, 0.1, 1, 100, 0, 5, 0, "stop"),
+        >>> t = RequestTimeline(0.0, [RequestRecord("p", 0, 0, 0, 0.1, 1, 100, 0, 5, 0, "stop"),
         ...                    RequestRecord("p", 0, 1, 2, 2.1, 3, 300, 200, 5, 1, "stop")])
         >>> round(t.cached_share(), 2)
         0.5
@@ -68,9 +68,9 @@ class Timeline:
 
 
 class TimedEngine:
-    """An engine whose every request is written to a ``Timeline`` (what it decoded: its deltas' token ids)."""
+    """An engine whose every request is written to a ``RequestTimeline`` (what it decoded: its deltas' token ids)."""
 
-    def __init__(self, inner: Any, timeline: Timeline) -> None:
+    def __init__(self, inner: Any, timeline: RequestTimeline) -> None:
         self.inner, self.timeline = inner, timeline
         self.name, self.tokenizer = inner.name, inner.tokenizer
 
@@ -105,7 +105,7 @@ class TimedEngine:
 
 
 @dataclass(frozen=True)
-class Sample:
+class MetricsSample:
     """One poll of an engine's metrics, ``t`` seconds from the sampler's start."""
 
     t: float
@@ -162,7 +162,7 @@ class ServerMetrics:
         await self.client.aclose()
 
 
-class Sampler(Polling[Sample]):
+class Sampler(Polling[MetricsSample]):
     """Polls an engine's metrics every ``interval_s`` while a contender runs (one poll walks vLLM's whole metrics
     registry: ~3 ms of the front end's thread on 2 cores, measured with cProfile; 0.25 s keeps it near 1 %)::
 
@@ -172,9 +172,9 @@ class Sampler(Polling[Sample]):
     """
 
     def __init__(self, read: Callable[[], Awaitable[tuple[UsageReading, float, float]]], interval_s: float = 0.25) -> None:
-        async def poll() -> Sample:
+        async def poll() -> MetricsSample:
             reading, queries, hits = await read()
-            return Sample(time.perf_counter() - self.t0, reading, queries, hits)
+            return MetricsSample(time.perf_counter() - self.t0, reading, queries, hits)
 
         super().__init__(poll, interval_s)
         self.t0 = 0.0
@@ -192,7 +192,8 @@ class Sampler(Polling[Sample]):
         """Prefix-cache hits over queries (tokens) during the run, from the engine's own counters.
 
         >>> s = Sampler(None)
-        >>> s.samples = [Sample(0, UsageReading(0, 0, 0, 0), 100, 50), Sample(1, UsageReading(0, 0, 0, 0), 300, 150)]
+        >>> s.samples = [MetricsSample(0, UsageReading(0, 0, 0, 0), 100, 50),
+        ...              MetricsSample(1, UsageReading(0, 0, 0, 0), 300, 150)]
         >>> s.prefix_hit_rate
         0.5
         """

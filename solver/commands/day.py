@@ -1,0 +1,83 @@
+"""``solver day``: rehearse a Kaggle day at full length on one engine, recorded attempts through the Kaggle path
+(``solver.kaggle.day`` says how), one device call after another; ``benchmarks/day.py`` is this command.
+
+    solver day --attempts-file X --problems 2 --attempts 4 --attempt-tokens 300 --json /tmp/day.json --resume
+    solver day --gpu --model M --attempts-file X --problems 6 --until 520 --json .gpu/day/slice.json --resume
+    solver day --attempts-file X --estimate          # the time model's prediction; starts nothing
+
+Exit 2 on bad input (before anything heavy starts), 3 when ``--hard-stop`` abandons a problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+# Light imports only at module level: the CLI imports every command to build its parser.
+
+RULES = ("kaggle", "stop", "none")  # what acts in the slice (solver.kaggle.day's docstring)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "day", help="rehearse a Kaggle day: recorded attempts through the Kaggle predictor on one engine",
+        description="A Kaggle day at full length on one engine: recorded attempts through the Kaggle path, "
+                    "problem after problem, one device call after another (solver/kaggle/day.py).")
+    add_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The day's flags (``benchmarks/day.py``'s, unchanged)."""
+    parser.add_argument("--attempts-file", type=Path, default=None,
+                        help="recorded attempts (default ../shared/data/replay/gptoss120b_aimo3_dev.jsonl.xz; an "
+                             "extract from benchmarks/extract_attempts.py --measure-tools)")
+    parser.add_argument("--problems", type=int, default=6, help="the slice: the first N problems with at least "
+                        "--attempts attempts (default 6)")
+    parser.add_argument("--problem-ids", default="", help="the slice: these problems, comma-separated, in order")
+    parser.add_argument("--attempts", type=int, default=8, help="attempts per problem, all at once (default 8)")
+    parser.add_argument("--attempt-tokens", type=int, default=None, help="cap: decoded tokens per attempt "
+                        "(default: none, only the config's limits)")
+    parser.add_argument("--rules", choices=RULES, default="kaggle", help="what acts (module docstring)")
+    parser.add_argument("--tool-time", default="auto", help="'carried' (default when the file carries them), "
+                        "'measure' (here, first), or fixed seconds per call")
+    parser.add_argument("--json", type=Path, default=None, help="the slice's results, written as each problem ends "
+                        "(required but with --estimate)")
+    parser.add_argument("--resume", action="store_true", help="continue --json where the last call stopped (a new "
+                        "file when there is none)")
+    parser.add_argument("--until", type=float, default=None, help="seconds after this process started: start no "
+                        "problem the time model says would end later")
+    parser.add_argument("--hard-stop", type=float, default=None, help="seconds after this process started: abandon "
+                        f"the problem in flight and exit 3 (default --until + 30)")
+    parser.add_argument("--safety", type=float, default=1.1, help="the estimate times this (default 1.1)")
+    parser.add_argument("--max-problems", type=int, default=None, help="problems this call plays at most")
+    parser.add_argument("--kill-engine-at", default=None, metavar="PROBLEM:SECONDS",
+                        help="kill the engine core SECONDS into PROBLEM (an id or a position in the slice)")
+    parser.add_argument("--log-engine", action="store_true", help="vLLM's and the solver's engine log at INFO on "
+                        "stderr, each line stamped with epoch seconds (to the ms), for benchmarks/holds.py: add "
+                        "--set engine.args.enable_logging_iteration_details=true (every step's tokens and ms) and "
+                        "--set engine.args.jit_monitor_verbose=true (every Triton compile)")
+    parser.add_argument("--label", default=None, help="this run's label in --table")
+    parser.add_argument("--table", type=Path, default=None, help="a table JSON of labelled runs (variants)")
+    parser.add_argument("--estimate", action="store_true", help="print the time model's prediction; start nothing")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="parse, plan and check (solver/commands/dryrun.py); start nothing, measure nothing")
+    parser.add_argument("--time-model", default=None, help="for the estimates (default: the config's, else tiny)")
+    parser.add_argument("--run-dir", type=Path, default=None, help="the predictor's run directory for this call "
+                        "(default: beside --json, one per call)")
+    parser.add_argument("--gpu", action="store_true", help="the preset's own engine (default: the tiny harmony "
+                        "model on the tiny preset's CPU engine, the preset's prompt, sampling, sandbox and rules)")
+    parser.add_argument("--preset", default="h100-gptoss")
+    parser.add_argument("--model", default=None, help="engine.model: a local path")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="config override, e.g. --set engine.args.gpu_memory_utilization=0.95")
+
+
+
+
+def run(args: argparse.Namespace) -> int:
+    from solver.commands.dryrun import DryRun
+    from solver.kaggle import rehearse_day
+
+    args.dry = DryRun("solver day") if args.dry_run else None
+    return rehearse_day(args)
