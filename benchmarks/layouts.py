@@ -48,8 +48,6 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))  # the benchmarks import each other as top-level modules
 
 from solver.cluster.actor import EngineActor
 from solver.commands.dryrun import DryRun
@@ -59,6 +57,15 @@ from solver.errors import BadInput
 from solver.files import atomic_write
 
 ENGINE_CORE = "VLLM::EngineCore"  # vLLM's engine core process title (setproctitle), DP ranks add "_DPn"
+
+
+def script(name: str) -> Any:
+    """A sibling benchmark loaded as the script it is (``runpy``; scripts do not import each other), its names as
+    attributes."""
+    import runpy
+    from types import SimpleNamespace
+
+    return SimpleNamespace(**runpy.run_path(str(HERE / f"{name}.py"), run_name=name))
 
 
 # -- layouts --
@@ -223,23 +230,21 @@ class ReplayActor(EngineActor):
         self.replay: Any = None
 
     async def start(self, config: Config) -> Any:
-        from attempts import Script
-        from real_shape import warm_up
+        from solver.recordings import HarmonyEndings, warm_up
 
         info = await super().start(config)
         assert self._session is not None and self._session.engine is not None
-        await warm_up(self._session.engine, Script())
+        await warm_up(self._session.engine, HarmonyEndings())
         return info
 
     def wrap(self, engine: Any, sandbox: Any) -> tuple[Any, Any]:
-        from attempts import RecordedOutputs, ReplayEngine, Script
-
         from solver.dialects import OutputStyle
+        from solver.recordings import HarmonyEndings, RecordedCalls, replay_on_engine
 
         assert self._session is not None
         config = self._session.config
-        self.replay = ReplayEngine(engine, self.problems, Script())
-        return self.replay, RecordedOutputs(sandbox, self.problems, OutputStyle.from_config(config.prompt),
+        self.replay = replay_on_engine(engine, self.problems, HarmonyEndings())
+        return self.replay, RecordedCalls(sandbox, self.problems, OutputStyle.from_config(config.prompt),
                                             config.sandbox.timeout_s)
 
     async def decoded(self) -> int:
@@ -292,10 +297,9 @@ def workload(rest: list[str], dry: DryRun | None = None) -> argparse.Namespace:
     as engine.py resolves it (``attempts.tool_time_mode``: ``auto`` is the extract's carried seconds when it has
     them, else measure), and the plan made with the carried seconds when those are the ones used. ``dry``: a dry
     run; an attempts file only on the GPU machine leaves ``plan`` None."""
-    import real_shape
-    from attempts import Caps, PlanError, plan, read_tool_seconds, tool_time_mode
+    from solver.recordings import Caps, PlanError, TraceError, plan, read_attempts, read_tool_seconds, tool_time_mode
 
-    from solver.recordings import TraceError, read_attempts
+    real_shape = script("real_shape")
 
     try:
         args = real_shape.parse([*rest, "--contenders", "b1"], dry)
@@ -305,10 +309,10 @@ def workload(rest: list[str], dry: DryRun | None = None) -> argparse.Namespace:
         if not args.attempts_here:
             return args
         carried = read_tool_seconds(args.attempts_file)
-        args.tool_time = tool_time_mode(args.tool_time, carried, args.attempts_file, real_shape.BadInput)
+        args.tool_time = tool_time_mode(args.tool_time, carried, args.attempts_file, BadInput)
         args.plan = plan(read_attempts(args.attempts_file), args.caps, args.config,
                          carried if args.tool_time == "carried" else None)
-    except (real_shape.BadInput, TraceError, PlanError, ConfigError) as exc:
+    except (BadInput, TraceError) as exc:  # PlanError and ConfigError are BadInputs
         raise BadInput(str(exc).splitlines()[0]) from exc
     return args
 
@@ -329,7 +333,7 @@ def tool_times(args: argparse.Namespace, given: Path | None) -> dict[str, float]
     """Seconds per replayed call: from ``given`` (an earlier call's), carried with the extract, measured once here
     (re-executed in our sandbox) or fixed (``args.tool_time`` as ``workload`` resolved it); every layout's process
     then waits the same."""
-    from attempts import carried_tool_times, fixed_tool_times, key_of, measure_tool_times
+    from solver.recordings import carried_tool_times, fixed_tool_times, key_of, measure_tool_times
 
     if given is not None:
         times = read_tool_times(given)
@@ -377,8 +381,7 @@ async def in_process_layout(config: Config, problems: list[list[Any]], run_dir: 
                             probes: dict[str, Any] | None = None) -> dict[str, Any]:
     """``one``, ``tpN``, ``dpN``: the in-process engine, the replay, the solver's run driver (``solve_run``); then,
     with ``probes`` (``seqs``, ``prompt``, ``decode``), the same engine's decode probes (``decode_probes``)."""
-    from attempts import RecordedOutputs, ReplayEngine, Script
-    from real_shape import warm_up
+    from solver.recordings import HarmonyEndings, RecordedCalls, replay_on_engine, warm_up
 
     from solver.dialects import OutputStyle
     from solver.engines import open_engine
@@ -391,10 +394,10 @@ async def in_process_layout(config: Config, problems: list[list[Any]], run_dir: 
     engine = await open_engine(config)
     start_s = time.perf_counter() - t0
     try:
-        script = Script()
+        script = HarmonyEndings()
         await warm_up(engine, script)
-        replay = ReplayEngine(engine, problems, script)
-        outputs = RecordedOutputs(sandbox, problems, OutputStyle.from_config(config.prompt), config.sandbox.timeout_s)
+        replay = replay_on_engine(engine, problems, script)
+        outputs = RecordedCalls(sandbox, problems, OutputStyle.from_config(config.prompt), config.sandbox.timeout_s)
         placement = gpu_placement({"engine": os.getpid()})
         t = time.perf_counter()
         results = await solve_run(config, [rs[0].problem for rs in problems], run_dir, engine=replay,
@@ -511,7 +514,7 @@ def probe_settings(opts: argparse.Namespace) -> dict[str, Any] | None:
 
 def scaling_child(opts: argparse.Namespace, args: argparse.Namespace) -> int:
     """One layout in this process: its run, its result file."""
-    from attempts import with_tool_times
+    from solver.recordings import with_tool_times
 
     name = opts.child
     layout = parse_layout(name)
@@ -623,8 +626,9 @@ def scaling(argv: list[str]) -> int:
     except BadInput as exc:
         print(f"layouts.py scaling: error: {exc}", file=sys.stderr)
         return 2
-    import real_shape
-    from attempts import with_tool_times
+    from solver.recordings import with_tool_times
+
+    real_shape = script("real_shape")
 
     out = opts.out or Path(tempfile.mkdtemp(prefix="layouts-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -693,7 +697,7 @@ def scaling_dry_run(opts: argparse.Namespace, argv: list[str], args: argparse.Na
     """``scaling --dry-run``: the tool times' source and the prediction's layout per layout, then each layout's
     process started as the run starts it (its environment, so its GPUs; the same arguments) with ``--dry-run``: it
     parses and plans what it would run. No engine, no sandbox, nothing measured."""
-    from attempts import fixed_tool_times
+    from solver.recordings import fixed_tool_times
 
     from solver.timing.model import load_time_model
 
@@ -797,7 +801,8 @@ def ints(text: str, flag: str) -> list[int]:
 async def decode_probes(llm: Any, seqs: list[int], prompt: int, decode: int) -> dict[str, Any]:
     """The engine's KV cache tokens and its decode tokens/s at each number of sequences: ``prompt``-token prompts
     sent once, then re-sent decoding ``decode`` tokens each (probes.py's ``resent``: the timed call decodes)."""
-    from probes import cache_tokens, resent
+    probes = script("probes")
+    cache_tokens, resent = probes.cache_tokens, probes.resent
 
     out: dict[str, Any] = {"kv_cache_tokens": cache_tokens(llm), "prompt_tokens": prompt, "decode_tokens": decode,
                            "decode": []}
@@ -812,7 +817,8 @@ async def decode_probes(llm: Any, seqs: list[int], prompt: int, decode: int) -> 
 
 async def seed_engine(config: Config, seqs: list[int], prompt: int, decode: int, born: float) -> dict[str, Any]:
     """One engine: its start (process start to ready, then the first token), KV tokens, decode at each size."""
-    from probes import generate, random_ids
+    probes = script("probes")
+    generate, random_ids = probes.generate, probes.random_ids
 
     from solver.engines import open_engine
 
@@ -922,7 +928,8 @@ def seed(argv: list[str]) -> int:
 def load_requests(config: Config, count: int, prompt: int, tokens: int) -> list[Any]:
     """The same requests for both sides: random-id prompts (any vocabulary has these ids), exactly ``tokens``
     generated each (``ignore_eos``)."""
-    from probes import random_ids
+    probes = script("probes")
+    random_ids = probes.random_ids
 
     from solver.types import GenerationRequest
 
@@ -934,7 +941,7 @@ def load_requests(config: Config, count: int, prompt: int, tokens: int) -> list[
 async def run_requests(engine: Any, name: str, requests: list[Any], concurrency: int) -> tuple[list[Any], float]:
     """``requests`` on ``engine``, ``concurrency`` at once; load.py's ``Sample`` per request (times from this
     call's start) and the seconds the whole took."""
-    from load import Sample
+    Sample = script("load").LoadSample
 
     slots = asyncio.Semaphore(concurrency)
     started = time.monotonic()
@@ -969,7 +976,7 @@ def spread(requests: list[Any], parts: int) -> list[list[Any]]:
 def served(config: Config, count: int, requests: list[Any], concurrency: int) -> tuple[list[Any], float, float]:
     """``count`` servers as ``solver serve`` starts them (one per GPU, each its own compile cache folder), the
     requests spread over them through the solver's client; samples, the load's seconds, the servers' start."""
-    import load
+    load = script("load")
 
     from solver.engines import open_engine
     from solver.engines.launch import ServerGroup, plan_servers
@@ -1080,7 +1087,7 @@ def load_main(argv: list[str]) -> int:
     except (BadInput, ConfigError, ValueError) as exc:
         print(f"layouts.py load: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
-    import load
+    load = script("load")
 
     if not args.gpu:
         for key, value in config.engine.env.items():
