@@ -628,7 +628,7 @@ def scaling(argv: list[str]) -> int:
         return 2
     from solver.recordings import with_tool_times
 
-    real_shape = script("real_shape")
+    from solver.recordings import plan_summary
 
     out = opts.out or Path(tempfile.mkdtemp(prefix="layouts-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -637,7 +637,7 @@ def scaling(argv: list[str]) -> int:
     except BadInput as exc:
         print(f"layouts.py scaling: error: {exc}", file=sys.stderr)
         return 2
-    work = real_shape.summary(with_tool_times(args.plan, times))
+    work = plan_summary(with_tool_times(args.plan, times))
     print(f"workload: {args.caps.line()}: {work['requests']} requests ({work['calls']} calls), {work['tokens']} "
           f"decoded tokens, contexts up to {work['context_max']}, tool time {work['tool_s']:.1f} s; engine "
           f"{args.config.engine.model}, {json.dumps(args.config.engine.args, sort_keys=True)}; runs in {out}")
@@ -801,8 +801,7 @@ def ints(text: str, flag: str) -> list[int]:
 async def decode_probes(llm: Any, seqs: list[int], prompt: int, decode: int) -> dict[str, Any]:
     """The engine's KV cache tokens and its decode tokens/s at each number of sequences: ``prompt``-token prompts
     sent once, then re-sent decoding ``decode`` tokens each (probes.py's ``resent``: the timed call decodes)."""
-    probes = script("probes")
-    cache_tokens, resent = probes.cache_tokens, probes.resent
+    from solver.engines.probes import cache_tokens, resent
 
     out: dict[str, Any] = {"kv_cache_tokens": cache_tokens(llm), "prompt_tokens": prompt, "decode_tokens": decode,
                            "decode": []}
@@ -817,8 +816,7 @@ async def decode_probes(llm: Any, seqs: list[int], prompt: int, decode: int) -> 
 
 async def seed_engine(config: Config, seqs: list[int], prompt: int, decode: int, born: float) -> dict[str, Any]:
     """One engine: its start (process start to ready, then the first token), KV tokens, decode at each size."""
-    probes = script("probes")
-    generate, random_ids = probes.generate, probes.random_ids
+    from solver.engines.probes import generate, random_ids
 
     from solver.engines import open_engine
 
@@ -928,8 +926,7 @@ def seed(argv: list[str]) -> int:
 def load_requests(config: Config, count: int, prompt: int, tokens: int) -> list[Any]:
     """The same requests for both sides: random-id prompts (any vocabulary has these ids), exactly ``tokens``
     generated each (``ignore_eos``)."""
-    probes = script("probes")
-    random_ids = probes.random_ids
+    from solver.engines.probes import random_ids
 
     from solver.types import GenerationRequest
 
@@ -941,7 +938,7 @@ def load_requests(config: Config, count: int, prompt: int, tokens: int) -> list[
 async def run_requests(engine: Any, name: str, requests: list[Any], concurrency: int) -> tuple[list[Any], float]:
     """``requests`` on ``engine``, ``concurrency`` at once; load.py's ``Sample`` per request (times from this
     call's start) and the seconds the whole took."""
-    Sample = script("load").LoadSample
+    from solver.engines.openai import LoadSample as Sample
 
     slots = asyncio.Semaphore(concurrency)
     started = time.monotonic()
@@ -976,13 +973,12 @@ def spread(requests: list[Any], parts: int) -> list[list[Any]]:
 def served(config: Config, count: int, requests: list[Any], concurrency: int) -> tuple[list[Any], float, float]:
     """``count`` servers as ``solver serve`` starts them (one per GPU, each its own compile cache folder), the
     requests spread over them through the solver's client; samples, the load's seconds, the servers' start."""
-    load = script("load")
-
     from solver.engines import open_engine
+    from solver.engines.openai import free_ports
     from solver.engines.launch import ServerGroup, plan_servers
     from solver.models import resolve_model
 
-    base = load.free_ports(count)
+    base = free_ports(count)
     specs = plan_servers(config, resolve_model(config.engine.model), servers=count, gpus=gpus_here(), base_port=base)
     logs = Path(tempfile.mkdtemp(prefix="layouts-serve-"))
     groups = [ServerGroup([spec], logs) for spec in specs]
@@ -1087,7 +1083,7 @@ def load_main(argv: list[str]) -> int:
     except (BadInput, ConfigError, ValueError) as exc:
         print(f"layouts.py load: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
-    load = script("load")
+    from solver.engines.openai import EndpointStats, report
 
     if not args.gpu:
         for key, value in config.engine.env.items():
@@ -1103,12 +1099,12 @@ def load_main(argv: list[str]) -> int:
         samples, seconds, start_s = run(config, args.replicas, requests, args.concurrency)
         by: dict[str, Any] = {}
         for s in samples:
-            by.setdefault(s.endpoint, load.EndpointStats(s.endpoint)).samples.append(s)
+            by.setdefault(s.endpoint, EndpointStats(s.endpoint)).samples.append(s)
         stats = [by[k] for k in sorted(by)]
         tokens = sum(s.tokens for s in samples)
         print(f"{side}: {args.replicas} engines started in {start_s:.1f} s; {len(samples)} requests, {tokens} tokens "
               f"in {seconds:.1f} s = {tokens / seconds:.1f} tok/s")
-        print(load.report(stats, seconds, args.requests, args.max_tokens, args.concurrency))
+        print(report(stats, seconds, args.requests, args.max_tokens, args.concurrency))
         out["sides"][side] = {"start_s": start_s, "seconds": seconds, "tokens": tokens, "tokens_per_s": tokens / seconds,
                               "samples": [asdict(s) for s in samples]}
     if len(out["sides"]) == 2:

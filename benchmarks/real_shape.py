@@ -42,9 +42,9 @@ from solver.engines.timeline import (RequestRecord, RequestTimeline, Sampler, Se
                                      in_process_reader)
 from solver.errors import BadInput
 from solver.recordings import (DEFAULT_ATTEMPTS_FILE, TOOL_TIME_MODES, Caps, HarmonyEndings, PlanError,
-                               RecordedCalls, Replay, fixed_tool_times, measure_tool_times, plan, preset_engine,
-                               read_tool_seconds, replay_on_engine, tool_time_mode, tool_time_seconds, warm_up,
-                               with_tool_times)
+                               RecordedCalls, Replay, fixed_tool_times, measure_tool_times, plan, plan_summary,
+                               preset_engine, read_tool_seconds, replay_on_engine, tool_time_mode, tool_time_seconds,
+                               warm_up, with_tool_times)
 from solver.engines.vllm_metrics import Usage
 from solver.files import atomic_write
 from solver.types import GenerationRequest
@@ -288,18 +288,6 @@ def ratios(results: list[Result]) -> dict[str, float]:
     return {f"({x})/({y})": by[x].tps / by[y].tps for x, y in pairs if x in by and y in by and by[y].tps}
 
 
-def summary(problems: list[list[Replay]]) -> dict[str, Any]:
-    steps = [s for rs in problems for r in rs for s in r.steps]
-    contexts = sorted(r.context_tokens for rs in problems for r in rs)
-    floors = [max(sum(s.tool_s for s in r.steps if s.call) for r in rs) for rs in problems]
-    return {"problems": len(problems), "attempts": sum(len(rs) for rs in problems), "requests": len(steps),
-            "calls": sum(s.call for s in steps), "tokens": sum(s.tokens for s in steps),
-            "recorded_tokens": sum(s.recorded_tokens for s in steps),
-            "tool_s": sum(s.tool_s for s in steps), "tool_floor_s": sum(floors),
-            "context_max": contexts[-1], "context_median": contexts[len(contexts) // 2],
-            "appended_differ": sum(s.call and len(s.appended) != s.recorded_appended for s in steps)}
-
-
 def print_report(results: list[Result], problems: list[list[Replay]]) -> dict[str, float]:
     print(f"{'contender':<20}{'requests':>9}{'tokens':>9}{'seconds':>9}{'s/problem':>10}{'tok/s':>9}{'prefix hit':>11}"
           f"{'cached':>8}{'preempt':>8}{'KV peak':>8}{'running':>8}{'calls':>7}{'cpu ms/1k':>10}")
@@ -405,7 +393,7 @@ def dry_run(args: argparse.Namespace, caps: Caps) -> int:
         args.tool_time = tool_time_mode(args.tool_time, carried, args.attempts_file, BadInput)
         problems = plan(read_attempts(args.attempts_file), caps, args.config,
                         carried if args.tool_time == "carried" else None)
-        work = summary(problems)
+        work = plan_summary(problems)
         dry.add(f"workload: {caps.line()}: {work['requests']} requests ({work['calls']} calls), {work['tokens']} "
                 f"decoded tokens; tool time {tool_source(args)}")
     else:
@@ -458,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         times = fixed_tool_times(problems, args.tool_s)
     problems = with_tool_times(problems, times)
-    work = summary(problems)
+    work = plan_summary(problems)
     limits = {"max_tokens": config.sampling.max_tokens, "max_total_tokens": config.sampling.max_total_tokens,
               "max_turns": config.sampling.max_turns, "max_model_len": config.engine.args.get("max_model_len")}
     print(f"workload: real attempts from {args.attempts_file}: {caps.line()}; the config's limits: "

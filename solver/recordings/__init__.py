@@ -13,7 +13,8 @@ Outsiders import from here; the modules behind it are this package's own.
 
 from solver.recordings.attempts import (DEFAULT_ATTEMPTS_FILE, STARTER_CELL, TOOL_TIME_MODES, AttemptsOnEngine,
                                         Caps, HarmonyEndings, PlanError, RecordedCalls, Replay, carried_tool_times,
-                                        choose, fixed_tool_times, key_of, measure_tool_times, plan, preset_engine,
+                                        choose, fixed_tool_times, key_of, measure_tool_times, plan, plan_summary,
+                                        preset_engine,
                                         read_tool_seconds, recorded_code, replay_on_engine, tool_time_mode,
                                         tool_time_seconds, warm_up, with_tool_times)
 from solver.recordings.importer import (Sample, SampleFields, SampleImportError, group_samples, holds_traces,
@@ -24,7 +25,7 @@ from solver.recordings.traces import CALL, END, MESSAGE, RETURN, START, Attempt,
 
 __all__ = ["DEFAULT_ATTEMPTS_FILE", "STARTER_CELL", "TOOL_TIME_MODES", "AttemptsOnEngine", "Caps", "HarmonyEndings",
            "PlanError", "RecordedCalls", "Replay", "carried_tool_times", "choose", "fixed_tool_times", "key_of",
-           "measure_tool_times", "plan", "preset_engine", "read_tool_seconds", "recorded_code", "replay_on_engine",
+           "measure_tool_times", "plan", "plan_summary", "preset_engine", "read_tool_seconds", "recorded_code", "replay_on_engine",
            "tool_time_mode", "tool_time_seconds", "warm_up", "with_tool_times",
            "CALL", "END", "MESSAGE", "RETURN", "START", "Attempt", "Sample", "SampleFields", "SampleImportError",
            "TraceError", "group_samples", "holds_traces", "import_samples", "json_lines", "measure_calls",

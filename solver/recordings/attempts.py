@@ -322,6 +322,20 @@ def plan(attempts: Sequence[Attempt], caps: Caps, config: Any,
     return out
 
 
+def plan_summary(problems: list[list[Replay]]) -> dict[str, Any]:
+    """A plan's size as the benchmarks print it: problems, attempts, requests, calls, decoded and recorded tokens,
+    tool seconds (all calls, and the floor: each problem's slowest attempt's calls), contexts."""
+    steps = [s for rs in problems for r in rs for s in r.steps]
+    contexts = sorted(r.context_tokens for rs in problems for r in rs)
+    floors = [max(sum(s.tool_s for s in r.steps if s.call) for r in rs) for rs in problems]
+    return {"problems": len(problems), "attempts": sum(len(rs) for rs in problems), "requests": len(steps),
+            "calls": sum(s.call for s in steps), "tokens": sum(s.tokens for s in steps),
+            "recorded_tokens": sum(s.recorded_tokens for s in steps),
+            "tool_s": sum(s.tool_s for s in steps), "tool_floor_s": sum(floors),
+            "context_max": contexts[-1], "context_median": contexts[len(contexts) // 2],
+            "appended_differ": sum(s.call and len(s.appended) != s.recorded_appended for s in steps)}
+
+
 def with_tool_times(problems: list[list[Replay]], times: dict[str, float]) -> list[list[Replay]]:
     """The replays with each call's seconds from ``times`` (by ``key_of``; a call not in it keeps its own)."""
     return [[replace(r, steps=tuple(replace(s, tool_s=times.get(key_of(r.problem.id, r.index, t), s.tool_s))
