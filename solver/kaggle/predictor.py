@@ -115,7 +115,7 @@ class KagglePredictor:
             self._on_repetition, options.limits, loop_factory=options.loop_factory)
         self._lock = threading.Lock()  # one call at a time, whatever thread the gateway uses
         self._current: list[Repetition] = []
-        self._run: RunSession | None = None  # the run directory, opened at the first call
+        self._folder: RunSession | None = None  # the run directory, opened at the first call
         self._problems: dict[str, Problem] = {}  # served so far, in order: the run's answers and report
         self.calls: list[CallRecord] = []
 
@@ -149,7 +149,7 @@ class KagglePredictor:
         """Close the engine, the sandbox and the loop (bounded); the predictor is done afterwards."""
         with self._lock:
             self.supervisor.close()
-            run, self._run = self._run, None
+            run, self._folder = self._folder, None
             if run is not None:
                 self._guard_log(lambda: run.write_outputs(list(self._problems.values())))
                 run.close()
@@ -205,19 +205,19 @@ class KagglePredictor:
 
     def _on_repetition(self, rep: Repetition) -> None:
         self._current.append(rep)
-        run = self._run
+        run = self._folder
         if run is not None:
             self._guard_log(lambda: run.record(rep))
 
     # -- the log --
 
     def _ensure_log(self) -> None:
-        if self._run is not None or self.run_dir is None:
+        if self._folder is not None or self.run_dir is None:
             return
         from solver.runlog import LogError
 
         try:
-            self._run = RunSession.open(self.run_dir, self.config)
+            self._folder = RunSession.open(self.run_dir, self.config)
         except LogError as exc:
             log.error("no run log: %s", exc)
             self.run_dir = None
@@ -225,12 +225,12 @@ class KagglePredictor:
     def _log_problem(self, problem: Problem) -> None:
         self._ensure_log()
         self._problems.setdefault(problem.id, problem)
-        run = self._run
+        run = self._folder
         if run is not None:
             self._guard_log(lambda: run.add_problems([problem]))
 
     def _log_result(self, result: ProblemResult) -> None:
-        run = self._run
+        run = self._folder
         if run is not None:
             self._guard_log(lambda: run.decide(result))
 
