@@ -1,4 +1,8 @@
-"""``solver solve DATA --out RUN_DIR``: solve a problem set and write a run directory."""
+"""``solver solve DATA --out RUN_DIR``: solve a problem set and write a run directory.
+
+The command parses and prints: the choices on the command line and the problems go to ``solver.loop.run.make_run``
+(the config's run-level edits, the checks, the folder, the budget), the run to this machine's runner or the
+cluster's, and the report it wrote to stdout."""
 
 from __future__ import annotations
 
@@ -36,6 +40,8 @@ def run(args: argparse.Namespace) -> int:
         if args.out is not None:
             return fail("--resume continues RUN_DIR in place; drop --out")
         records = read_log(args.resume, allow_empty=True)  # killed before its first record; read once
+        if records.config is None:
+            return fail(f"{args.resume} has no config.yaml to resume with")
         run_dir = args.resume
         problems = _problems(args, records.config) if args.data else list(records.problems)
     else:
