@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from solver.cluster.spec import without_budget
+from solver.core.budget import without_budget
 from solver.config import parse_overrides
 from solver.config import Config, load_config
 from solver.datasets import load_problems

@@ -367,7 +367,7 @@ def tool_times(args: argparse.Namespace, given: Path | None) -> dict[str, float]
 def layout_config(args: argparse.Namespace, layout: Layout) -> Config:
     """The workload's config in the layout, with no time budget for any layout (a cluster run has none, and a
     budget refuses several problems at once)."""
-    from solver.cluster.spec import without_budget
+    from solver.core.budget import without_budget
 
     workers = args.sandbox_workers or args.attempts
     return without_budget(args.config).replace({"sandbox.workers": workers, **overrides(layout)})

@@ -72,7 +72,7 @@ class SharedEngine:
 
     def get(self, config: object) -> tuple[object, object]:
         from solver.engines.vllm_async import open_vllm_engine
-        from solver.loop.thread import LoopThread
+        from solver.kaggle.thread import LoopThread
 
         if self.engine is not None and config == self.config:
             return self.loop, self.engine

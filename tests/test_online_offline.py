@@ -337,7 +337,7 @@ def test_the_predictors_day_and_the_simulators_day_decide_alike(recorded_run: Pa
     modelled seconds; building the replay engine takes none, as the simulator's engine start is 0 here."""
     import polars as pl
 
-    from solver.kaggle import KagglePredictor
+    from solver.kaggle import KagglePredictor, PredictorOptions
     from solver.offline.sim import load_pools, simulated_run
     from solver.timing.model import dump
 
@@ -345,7 +345,8 @@ def test_the_predictors_day_and_the_simulators_day_decide_alike(recorded_run: Pa
     model_file.write_text(dump(TIME_MODEL))
     config = day_config(recorded_run, model_file, budget)
     time = virtual_time.LoopTime()
-    predict = KagglePredictor(config, "aimo3", run_dir=tmp_path / "run", clock=time, loop_factory=time.new_loop)
+    predict = KagglePredictor(config, "aimo3", PredictorOptions(run_dir=tmp_path / "run", clock=time,
+                                                                loop_factory=time.new_loop))
     pools, _ = load_pools([recorded_run])
     by_id = {pool.problem.id: pool for pool in pools}
     try:

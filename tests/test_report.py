@@ -9,7 +9,8 @@ import pytest
 from data.eval_runs import Planned, build_run, planned_problems
 from solver.cli import main
 from solver.config import load_config
-from solver.report import load_summary, pass_at_k, render_report, wilson_interval, write_report
+from solver.core.grading import pass_at_k, wilson_interval
+from solver.runlog import load_summary, render_report, write_report
 from solver.types import Problem
 
 

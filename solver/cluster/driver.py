@@ -30,7 +30,7 @@ from solver.cluster.connect import RayConnection
 from solver.cluster.spec import ClusterFailed, actor_count, death_reason, shared_gpus
 from solver.config import Config, Layout
 from solver.loop.problem import SolveEvent
-from solver.loop.run import drive
+from solver.loop.run import Run, drive, make_run
 from solver.loop.rundir import RunSession
 from solver.types import Problem, ProblemResult, Repetition
 
@@ -183,28 +183,34 @@ class Cluster:
     # -- a run --
 
     async def run(self, config: Config, problems: Sequence[Problem], run_dir: Path, *, resume: bool = False,
-                  on_event: Callable[[SolveEvent], None] | None = None,
-                  session: RunSession | None = None) -> ClusterRunResult:
-        """Solve every problem not yet decided in RUN_DIR (created, or resumed; or ``session``, the run directory
-        the caller opened) through the one run driver (``solver.loop.run.drive``), as a single-machine run does,
-        plus cluster.jsonl; only where problems are solved differs."""
+                  on_event: Callable[[SolveEvent], None] | None = None) -> ClusterRunResult:
+        """Solve every problem not yet decided in RUN_DIR (created, or resumed): :func:`~solver.loop.run.make_run`
+        from the whole ``config`` (its names not checked again), then :meth:`drive`."""
+        made = await asyncio.to_thread(make_run, config, problems, run_dir, resume=resume, check=False)
+        return await self.drive(made, on_event=on_event)
+
+    async def drive(self, run: Run, *, on_event: Callable[[SolveEvent], None] | None = None) -> ClusterRunResult:
+        """Solve every problem of ``run`` not yet decided in its folder through the one run driver
+        (``solver.loop.run.drive``), as a single-machine run does, plus cluster.jsonl; only where problems are
+        solved differs. The run's session is closed at the end."""
         on_event = on_event or (lambda event: None)
+        session = run.session
         if session is None:
-            session = await asyncio.to_thread(RunSession.open, run_dir, config, resume=resume)
-        events = _EventLog(Path(run_dir))
+            raise ValueError("a cluster run writes its folder: make it with a run_dir")
+        events = _EventLog(session.run_dir)
         deaths_before = len(self.deaths)
 
-        async def on_actors(todo: Sequence[Problem], session: RunSession) -> list[str]:
-            actors = await self.start(config)
+        async def on_actors(run: Run, todo: Sequence[Problem]) -> list[str]:
+            actors = await self.start(run.config)
             for actor in actors:
                 if actor.info is not None:
                     events.write("actor", **asdict(actor.info))
             for death in self.deaths[deaths_before:]:
                 events.write("death", **asdict(death))
-            return await self._hand_out(config, todo, session, events, on_event)
+            return await self._hand_out(run.config, todo, session, events, on_event)
 
         try:
-            outcome = await drive(session, problems, on_actors)
+            outcome = await drive(run, on_actors)
             return ClusterRunResult(outcome.results, self.deaths[deaths_before:], outcome.unsolved)
         finally:
             session.close()

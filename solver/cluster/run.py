@@ -10,16 +10,15 @@ from typing import Any
 from solver.cluster.connect import RayConnection
 from solver.cluster.driver import Cluster, ClusterRunResult
 from solver.cluster.spec import ClusterSpec
-from solver.config import Config
 from solver.loop.problem import SolveEvent
-from solver.loop.rundir import RunSession
+from solver.loop.run import Run
 from solver.types import Problem
 
 
-def solve_on_cluster(spec: ClusterSpec, config: Config, problems: Sequence[Problem], session: RunSession, *,
+def solve_on_cluster(spec: ClusterSpec, run: Run, *,
                      on_event: Callable[[SolveEvent], None] | None = None) -> ClusterRunResult:
-    """Start or join Ray, run the engine actors over the problems of the run ``session`` writes (created or
-    resumed by the caller; closed here), end the actors (and a local Ray)."""
+    """Start or join Ray, run the engine actors over the problems of ``run`` (its folder created or resumed by
+    ``make_run``; closed here), end the actors (and a local Ray)."""
 
     async def main(connection: RayConnection) -> ClusterRunResult:
         task = asyncio.current_task()
@@ -28,7 +27,7 @@ def solve_on_cluster(spec: ClusterSpec, config: Config, problems: Sequence[Probl
             asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
         cluster = Cluster(connection)
         try:
-            return await cluster.run(config, problems, session.run_dir, session=session, on_event=on_event)
+            return await cluster.drive(run, on_event=on_event)
         except asyncio.CancelledError:
             raise KeyboardInterrupt from None
         finally:

@@ -11,7 +11,7 @@ from solver.config import Layout
 from solver.errors import BadInput, RunFailed
 
 __all__ = ["ClusterError", "ClusterFailed", "ClusterKind", "ClusterSpec", "actor_count", "death_reason",
-           "parse_cluster", "shared_gpus", "without_budget"]
+           "parse_cluster", "shared_gpus"]
 
 ClusterKind = Literal["local", "auto", "address"]
 
@@ -163,20 +163,3 @@ def shared_gpus(actors: Sequence[Any]) -> list[str]:
             if first != actor.name:
                 lines.append(f"GPU {gpu} on {actor.host} is visible to {first} and {actor.name}")
     return lines
-
-
-def without_budget(config: Any) -> Any:
-    """The config a cluster run uses: the same, with no time budget.
-
-    A time budget spreads one engine's hours over problems that arrive one at a time; on a cluster problems run
-    side by side on several engines, so the budget would mean nothing. (The Kaggle presets set one.)
-
-    >>> from solver.config import Config
-    >>> without_budget(Config().replace({"budget.total_s": 3600, "budget.cutoff_s": 3500})).budget.total_s is None
-    True
-    >>> without_budget(Config()) == Config()
-    True
-    """
-    if config.budget.total_s is None and config.budget.cutoff_s is None:
-        return config
-    return config.replace({"budget.total_s": None, "budget.cutoff_s": None})

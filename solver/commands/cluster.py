@@ -14,15 +14,17 @@ from solver.errors import describe
 T = TypeVar("T")
 
 
-def solve_cluster_command(spec: Any, config: Any, problems: Any, session: Any) -> int:
-    """``solver solve ... --cluster SPEC``: exit 0 when every problem is decided, 1 when actors died under some
-    (their repetitions stay logged; ``--resume`` continues), 2 when the cluster cannot be used at all."""
+def solve_cluster_command(spec: Any, run: Any) -> int:
+    """``solver solve ... --cluster SPEC`` over ``run`` (``solver.loop.run.make_run``'s): exit 0 when every problem
+    is decided, 1 when actors died under some (their repetitions stay logged; ``--resume`` continues), 2 when the
+    cluster cannot be used at all."""
     from solver.cluster.run import solve_on_cluster
     from solver.commands.progress import LiveProgress
 
-    with LiveProgress(len(problems)) as progress:
+    session = run.session
+    with LiveProgress(len(run.problems)) as progress:
         try:
-            outcome = solve_on_cluster(spec, config, problems, session, on_event=progress)
+            outcome = solve_on_cluster(spec, run, on_event=progress)
         except KeyboardInterrupt:
             print(f"solver: interrupted; continue with: solver solve --resume {session.run_dir} --cluster ...",
                   file=sys.stderr)

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from solver.config import ConfigError
     from solver.datasets import load_problems
     from solver.kaggle import competition
-    from solver.kaggle import KagglePredictor
+    from solver.kaggle import KagglePredictor, PredictorOptions
     from solver.kaggle import rehearse, report_markdown, run_gateway
     from solver.kaggle import find_server
 
@@ -75,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
         return dry.print()
     # Checks every name and the model path (prepare_run) before OUT exists or anything loads.
     # Absolute: the real gateway runs with OUT as its working directory.
-    predictor = KagglePredictor(config, comp, run_dir=out.resolve() / "run", total_s=args.time_limit)
+    predictor = KagglePredictor(config, comp,
+                                PredictorOptions(run_dir=out.resolve() / "run", total_s=args.time_limit))
 
     total = predictor.config.budget.total_s
     try:

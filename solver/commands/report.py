@@ -19,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    from solver.report import write_report
+    from solver.runlog import write_report
 
     try:
         text = write_report(args.run_dir, args.out)

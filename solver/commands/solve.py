@@ -1,4 +1,8 @@
-"""``solver solve DATA --out RUN_DIR``: solve a problem set and write a run directory."""
+"""``solver solve DATA --out RUN_DIR``: solve a problem set and write a run directory.
+
+The command parses and prints: the choices on the command line and the problems go to ``solver.loop.run.make_run``
+(the config's run-level edits, the checks, the folder, the budget), the run to this machine's runner or the
+cluster's, and the report it wrote to stdout."""
 
 from __future__ import annotations
 
@@ -27,61 +31,48 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    from solver.datasets import load_problems
-    from solver.loop.parts import prepare_run
-    from solver.loop.rundir import RunSession
-    from solver.runlog import LOG_NAME, read_log
+    from solver.loop.run import make_run
 
-    records = None
+    choices, records = None, None
     if args.resume is not None:
+        from solver.runlog import read_log
+
         if args.out is not None:
             return fail("--resume continues RUN_DIR in place; drop --out")
         records = read_log(args.resume, allow_empty=True)  # killed before its first record; read once
         if records.config is None:
             return fail(f"{args.resume} has no config.yaml to resume with")
-        config = records.config
         run_dir = args.resume
-        problems = load_problems(args.data, limit=args.limit) if args.data else list(records.problems)
+        problems = _problems(args, records.config) if args.data else list(records.problems)
     else:
+        from solver.runlog import LOG_NAME
+
         if args.out is None:
             return fail("--out RUN_DIR is required")
         choices = read_choices(args)
-        config = choices.config()
         run_dir = args.out
         if (run_dir / LOG_NAME).exists():
             return fail(f"{run_dir} already holds a run; use --resume {run_dir} or another --out")
-        if args.data:
-            problems = load_problems(args.data, limit=args.limit)
-        elif config.engine.name == "replay" and config.engine.replay_from:
-            from solver.engines.replay import problems_from_log
-
-            problems = problems_from_log(Path(config.engine.replay_from[0]))[: args.limit]
-        else:
+        problems = _problems(args, choices.config())  # a bad config is the first error reported
+        if problems is None:
             return fail("DATA is required (a CSV or JSONL problem file)")
-        if not choices.sets("budget.problems"):
-            # The time budget shares its hours among the problems of this data set, not the preset's count.
-            config = config.replace({"budget.problems": len(problems)})
     if not problems:
         return fail("no problems to solve")
-    parts = prepare_run(config)  # before RUN_DIR exists: a bad name or path writes nothing
     cluster = cluster_spec(args)
-    if cluster is not None:
-        from solver.cluster.spec import without_budget
-
-        if without_budget(config) != config:
-            print("solver: note: a time budget is for one engine; the cluster run has none", file=sys.stderr)
-            config = without_budget(config)
-    session = RunSession.open(run_dir, config, resume=records is not None, records=records)
+    made = make_run(choices, problems, run_dir, resume=records is not None, records=records,
+                    cluster=cluster is not None)  # checks every name and path, then creates or resumes RUN_DIR
+    session = made.session
+    assert session is not None  # made with a run_dir
     if cluster is not None:
         from solver.commands.cluster import solve_cluster_command
 
-        return solve_cluster_command(cluster, config, problems, session)
+        return solve_cluster_command(cluster, made)
 
     from solver.commands.progress import LiveProgress
 
     with LiveProgress(len(problems)) as progress:
         try:
-            asyncio.run(_solve(parts, problems, session, progress))
+            asyncio.run(_solve(made, progress))
         except KeyboardInterrupt:
             print(f"solver: interrupted; continue with: solver solve --resume {run_dir}", file=sys.stderr)
             return EXIT_INTERRUPTED
@@ -92,9 +83,23 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _solve(parts: Any, problems: Any, session: Any, progress: Any) -> Any:
+def _problems(args: argparse.Namespace, config: Any) -> Any:
+    """The problems DATA names (the first ``--limit``), or without DATA a replay's recorded ones; None when
+    there are none to read."""
+    from solver.datasets import load_problems
+
+    if args.data:
+        return load_problems(args.data, limit=args.limit)
+    if config.engine.name == "replay" and config.engine.replay_from:
+        from solver.engines.replay import problems_from_log
+
+        return problems_from_log(Path(config.engine.replay_from[0]))[: args.limit]
+    return None
+
+
+async def _solve(made: Any, progress: Any) -> Any:
     from solver.engines.vllm_metrics import engine_usage
-    from solver.loop.run import solve_run
+    from solver.loop.run import solve_locally
 
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
@@ -103,8 +108,7 @@ async def _solve(parts: Any, problems: Any, session: Any, progress: Any) -> Any:
         loop.add_signal_handler(signal.SIGTERM, task.cancel)
     try:
         # The engine's KV cache peak and preemptions over the run, on stderr (in-process vLLM only).
-        async with engine_usage(parts.config.engine.name, lambda line: print(line, file=sys.stderr)):
-            return await solve_run(parts.config, problems, session.run_dir, session=session, on_event=progress,
-                                   parts=parts)
+        async with engine_usage(made.config.engine.name, lambda line: print(line, file=sys.stderr)):
+            return await solve_locally(made, on_event=progress)
     except asyncio.CancelledError:
         raise KeyboardInterrupt from None

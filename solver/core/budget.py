@@ -35,7 +35,7 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from solver.config import BudgetConfig
+from solver.config import BudgetConfig, Config
 from solver.types import Clock
 
 
@@ -220,8 +220,8 @@ class BudgetManager:
 
 def budget_for(config: BudgetConfig, clock: Clock, start: float | None = None, *, spent_s: float = 0.0,
                done: int = 0) -> BudgetManager | None:
-    """The budget ``config`` sets (see :class:`BudgetManager` for the arguments), or None when it sets none (no
-    total and no cutoff): every problem then runs to its own stop.
+    """The one way a run gets its budget: the budget ``config`` sets (see :class:`BudgetManager` for the
+    arguments), or None when it sets none (no total and no cutoff): every problem then runs to its own stop.
 
     >>> from solver.core.clock import SimulatedClock
     >>> budget_for(BudgetConfig(), SimulatedClock()), budget_for(BudgetConfig(cutoff_s=60), SimulatedClock()).cutoff
@@ -262,3 +262,19 @@ def problem_slot(budget: BudgetManager | None, bound: float | None = None) -> It
         yield slot
     finally:
         budget.finish_problem()
+
+
+def without_budget(config: Config) -> Config:
+    """The config a cluster run uses: the same, with no time budget.
+
+    A time budget spreads one engine's hours over problems that arrive one at a time; on a cluster problems run
+    side by side on several engines, so the budget would mean nothing. (The Kaggle presets set one.)
+
+    >>> without_budget(Config().replace({"budget.total_s": 3600, "budget.cutoff_s": 3500})).budget.total_s is None
+    True
+    >>> without_budget(Config()) == Config()
+    True
+    """
+    if config.budget.total_s is None and config.budget.cutoff_s is None:
+        return config
+    return config.replace({"budget.total_s": None, "budget.cutoff_s": None})

@@ -533,13 +533,13 @@ def time_model(args: argparse.Namespace, config: Config) -> Any:
 def estimate(args: argparse.Namespace, problems: list[list[Replay]], config: Config, model: Any) -> int:
     """The slice on the time model as the Kaggle path plays it: the engine's start first, each problem's deadline
     from the budget, the rules acting; then how it splits into calls of ``--until``."""
-    from solver.core.budget import BudgetManager, problem_slot
+    from solver.core.budget import budget_for, problem_slot
     from solver.core.clock import SimulatedClock
     from solver.kaggle.competition import competition, competition_config
 
     day = competition_config(config, competition("aimo3"))
     clock = SimulatedClock(model.start_s)
-    budget = BudgetManager(day.budget, clock, 0.0)
+    budget = budget_for(day.budget, clock, 0.0)
     print(f"estimate on time model {model.name} (start {model.start_s:.0f} s), rules {args.rules}, "
           f"{len(problems)} problems x {args.attempts} attempts:")
     print(f"{'problem':<28}{'requests':>9}{'tokens':>9}{'tool s':>8}{'all s':>8}{'allot':>7}{'s':>8}  stopped by")
@@ -670,7 +670,7 @@ class DayCall:
         atomic_write(self.args.json, json.dumps(self.state, indent=1))
 
     def predictor(self) -> Any:
-        from solver.kaggle.predictor import KagglePredictor
+        from solver.kaggle.predictor import KagglePredictor, PredictorOptions
 
         config = self.config.replace({"budget.problems": max(1, len(self.ids) - len(self.done))})
         script = HarmonyEndings()
@@ -678,8 +678,8 @@ class DayCall:
         def open_session(cfg: Config, on_repetition: Any) -> DaySession:
             return DaySession(cfg, on_repetition, self.recorder, self.problems, script, self.clock)
 
-        return KagglePredictor(config, "aimo3", run_dir=self.run_dir, clock=self.clock, start=0.0,
-                               open_session=open_session)
+        return KagglePredictor(config, "aimo3", PredictorOptions(run_dir=self.run_dir, clock=self.clock, start=0.0,
+                                                                 open_session=open_session))
 
     async def play(self) -> str:
         from solver.kaggle.predictor import process_start

@@ -10,8 +10,9 @@ the competition's range. The adapter
   run log's config holds the seed it drew, and the log line says so); under ``fixed`` (the default) every run
   samples from ``sampling.seed``, so AIMO3's two private runs send the same seeds,
 - builds the engine on the FIRST call (that call has no gateway deadline; loading counts against the budget),
-- gives each problem a deadline from :class:`~solver.core.budget.BudgetManager`, bounded by the gateway's per-call
-  limit, and past the global cutoff answers the default at once,
+- gives each problem its slot of the run's budget (``solver.core.budget.problem_slot``, as ``solver solve``'s
+  one-at-a-time runner does), bounded by the gateway's per-call limit, and past the global cutoff answers the
+  default at once,
 - NEVER raises from a call: any failure is logged and the best answer so far (the repetitions that finished,
   decided by the problem's rules as the solve would have) or the default is returned,
 - leaves the engine's life to :class:`~solver.kaggle.supervisor.EngineSupervisor` (checks, rebuilds),
@@ -21,8 +22,8 @@ the competition's range. The adapter
 Usage (the notebook does exactly this; :func:`solver.kaggle.serve.serve` hands the gateway a plain function
 named ``predict`` that calls it)::
 
-    predictor = KagglePredictor(load_config("h100"), "aimo3", run_dir=Path("/kaggle/working/run"),
-                                start=process_start())
+    predictor = KagglePredictor(load_config("h100"), "aimo3",
+                                PredictorOptions(run_dir=Path("/kaggle/working/run"), start=process_start()))
     serve(predictor)
 """
 
@@ -41,25 +42,21 @@ from typing import Any, Literal
 
 import polars as pl
 
-from solver.core.clock import SystemClock
 from solver.config import Config
-from solver.core.budget import BudgetManager, Slot, problem_slot
+from solver.core.budget import Slot, problem_slot
 from solver.core.state import ProblemState
 from solver.kaggle.competition import CALL_MARGIN_S, Competition, competition, competition_config
 from solver.kaggle.rows import Row, RowError, answer_frame, fallback_id, read_row, to_answer
-from solver.kaggle.supervisor import EngineSupervisor, SessionFactory, default_session_factory, suspicion
+from solver.kaggle.supervisor import (EngineLimits, EngineSupervisor, SessionFactory, default_session_factory,
+                                     suspicion)
 from solver.errors import describe
-from solver.loop.parts import prepare_run
 from solver.loop.problem import enter_finished
 from solver.loop.rundir import RunSession
-from solver.loop.thread import LoopResult
+from solver.loop.run import make_run
+from solver.kaggle.thread import LoopResult
 from solver.types import Clock, Problem, ProblemResult, Repetition
 
 log = logging.getLogger(__name__)
-
-# Seconds after a problem's deadline: the solver's own wind-down (GRACE_S), then the loop's bound (LOOP_GRACE_S).
-GRACE_S = 20.0
-LOOP_GRACE_S = 10.0
 
 CallStatus = Literal["solved", "partial", "default", "cutoff", "bad_input"]
 """solved: the solver returned a vote; partial: it failed or overran, the finished repetitions voted;
@@ -80,38 +77,45 @@ class CallRecord:
     note: str | None = None  # what went wrong, one line
 
 
+@dataclass(frozen=True)
+class PredictorOptions:
+    """What a predictor is given besides its config and its competition; the defaults are the notebook's."""
+
+    run_dir: Path | None = None  # where the run is written (log, answers, report, calls.jsonl); None: nowhere
+    start: float | None = None  # when the day's budget began, on the clock's scale (``process_start()``); None: now
+    total_s: float | None = None  # the day's length, seconds (None: the competition's)
+    entropy: int | None = None  # the base seed under ``seed_policy: per-run`` (None: drawn from the system)
+    limits: EngineLimits = EngineLimits()  # the engine's build, probe and close bounds, and the graces
+    clock: Clock | None = None  # the budget's and the solver's (None: the machine's); a rehearsal's virtual time
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None  # the engine's loop (None: a new one)
+    open_session: SessionFactory | None = None  # the engine, sandbox and solver (None: ``SolverSession``)
+
+
 class KagglePredictor:
     """The callable behind the gateway's ``predict``. Thread-agnostic: the gateway may call it from any thread."""
 
-    def __init__(self, config: Config, comp: str | Competition = "aimo3", *, run_dir: Path | None = None,
-                 clock: Clock | None = None, start: float | None = None,
-                 open_session: SessionFactory | None = None, total_s: float | None = None,
-                 build_timeout_s: float | None = None, probe_timeout_s: float = 60.0,
-                 close_timeout_s: float = 60.0, max_builds: int = 3, grace_s: float = GRACE_S,
-                 loop_grace_s: float = LOOP_GRACE_S, loop_check_s: float = 5.0,
-                 loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
-                 entropy: int | None = None) -> None:
-        """``loop_factory`` makes the event loop the engine lives on (default ``asyncio.new_event_loop``); with
-        ``clock`` it lets a rehearsal run on another time scale (a test's virtual time). ``entropy``: the run's
-        base seed under ``seed_policy: per-run`` (default: drawn from the system's entropy, as the gateway draws
-        its shuffle)."""
+    def __init__(self, config: Config, comp: str | Competition = "aimo3",
+                 options: PredictorOptions | None = None) -> None:
+        """``options.loop_factory`` with ``options.clock`` lets a rehearsal run on another time scale (a test's
+        virtual time)."""
+        options = options or PredictorOptions()
         self.competition = competition(comp)
-        self.config = run_seeded(competition_config(config, self.competition, total_s), entropy)
-        self.parts = prepare_run(self.config)  # a bad name or model path fails here, not after the model loaded
-        self.rules = self.parts.rules
-        self.clock = clock or SystemClock()
-        # The budget starts now (the notebook builds the predictor first), so engine loading counts against it.
-        self.budget = BudgetManager(self.config.budget, self.clock, start)
-        self.run_dir = run_dir
-        self.grace_s = grace_s  # the solver's own wind-down after its deadline, seconds
+        config = run_seeded(competition_config(config, self.competition, options.total_s), options.entropy)
+        # The run, made as ``solver solve`` makes its own: a bad name or model path fails here, before any model
+        # loads; the budget starts at ``options.start`` (the notebook builds the predictor first, so engine
+        # loading counts against it). The run folder is opened at the first call.
+        self.run = make_run(config, (), None, clock=options.clock, start=options.start)
+        self.config, self.parts, self.rules = self.run.config, self.run.parts, self.run.parts.rules
+        self.clock = self.run.clock
+        self.budget = self.run.budget
+        self.run_dir = options.run_dir
+        self.grace_s = options.limits.grace_s  # the solver's own wind-down after its deadline, seconds
         self.supervisor = EngineSupervisor(
-            self.config, open_session or default_session_factory(self.clock, self.parts), self.clock,
-            self._on_repetition, build_timeout_s=build_timeout_s, probe_timeout_s=probe_timeout_s,
-            close_timeout_s=close_timeout_s, max_builds=max_builds, loop_grace_s=loop_grace_s,
-            loop_check_s=loop_check_s, loop_factory=loop_factory)
+            self.config, options.open_session or default_session_factory(self.clock, self.parts), self.clock,
+            self._on_repetition, options.limits, loop_factory=options.loop_factory)
         self._lock = threading.Lock()  # one call at a time, whatever thread the gateway uses
         self._current: list[Repetition] = []
-        self._run: RunSession | None = None  # the run directory, opened at the first call
+        self._folder: RunSession | None = None  # the run directory, opened at the first call
         self._problems: dict[str, Problem] = {}  # served so far, in order: the run's answers and report
         self.calls: list[CallRecord] = []
 
@@ -145,7 +149,7 @@ class KagglePredictor:
         """Close the engine, the sandbox and the loop (bounded); the predictor is done afterwards."""
         with self._lock:
             self.supervisor.close()
-            run, self._run = self._run, None
+            run, self._folder = self._folder, None
             if run is not None:
                 self._guard_log(lambda: run.write_outputs(list(self._problems.values())))
                 run.close()
@@ -159,7 +163,8 @@ class KagglePredictor:
         call_end = None if first or comp.call_limit_s is None else t0 + comp.call_limit_s - CALL_MARGIN_S
         # The engine is built (or checked) before the problem's slot opens: its build counts against the budget,
         # shared by every problem left, not against this problem's allotment. Past the cutoff nothing is built.
-        note = None if self.budget.past_cutoff() else self.supervisor.ensure(call_end)
+        past = self.budget is not None and self.budget.past_cutoff()
+        note = None if past else self.supervisor.ensure(call_end)
         with problem_slot(self.budget, bound=call_end) as slot:
             if slot.past_cutoff:
                 return CallRecord(problem.id, comp.default, "cutoff", self.clock.now() - t0, 0.0, "cutoff", 0, 0,
@@ -200,19 +205,19 @@ class KagglePredictor:
 
     def _on_repetition(self, rep: Repetition) -> None:
         self._current.append(rep)
-        run = self._run
+        run = self._folder
         if run is not None:
             self._guard_log(lambda: run.record(rep))
 
     # -- the log --
 
     def _ensure_log(self) -> None:
-        if self._run is not None or self.run_dir is None:
+        if self._folder is not None or self.run_dir is None:
             return
         from solver.runlog import LogError
 
         try:
-            self._run = RunSession.open(self.run_dir, self.config)
+            self._folder = RunSession.open(self.run_dir, self.config)
         except LogError as exc:
             log.error("no run log: %s", exc)
             self.run_dir = None
@@ -220,12 +225,12 @@ class KagglePredictor:
     def _log_problem(self, problem: Problem) -> None:
         self._ensure_log()
         self._problems.setdefault(problem.id, problem)
-        run = self._run
+        run = self._folder
         if run is not None:
             self._guard_log(lambda: run.add_problems([problem]))
 
     def _log_result(self, result: ProblemResult) -> None:
-        run = self._run
+        run = self._folder
         if run is not None:
             self._guard_log(lambda: run.decide(result))
 

@@ -1,6 +1,6 @@
 """The engine's life behind ``predict``: built on first use, checked after a problem that looked wrong, rebuilt
 when its process died or it stopped producing tokens, at most ``max_builds`` times, always on one background
-event loop (:mod:`solver.loop.thread`) whose blocked state is detected and abandoned."""
+event loop (:mod:`solver.kaggle.thread`) whose blocked state is detected and abandoned."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from solver.config import Config
 from solver.loop.parts import RunParts
-from solver.loop.thread import LoopThread, LoopResult
+from solver.kaggle.thread import LoopResult, LoopThread
 from solver.types import Clock, GenerationRequest, ProblemResult, Repetition
 
 log = logging.getLogger(__name__)
@@ -35,25 +36,35 @@ def default_session_factory(clock: Clock, parts: RunParts | None = None) -> Sess
     return open_session
 
 
+@dataclass(frozen=True)
+class EngineLimits:
+    """How long the engine's life may take at each step, in seconds, and how often it may be built.
+
+    >>> EngineLimits().max_builds, EngineLimits(probe_timeout_s=1.0).probe_timeout_s
+    (3, 1.0)
+    """
+
+    build_timeout_s: float | None = None  # None: a build is bounded only by the call's end
+    probe_timeout_s: float = 60.0  # a one-token probe
+    close_timeout_s: float = 60.0  # closing an engine before giving up on it
+    max_builds: int = 3
+    grace_s: float = 20.0  # the solver's own wind-down after a problem's deadline
+    loop_grace_s: float = 10.0  # a cancelled coroutine's cleanup on the loop, after the solver's grace
+    loop_check_s: float = 5.0  # a loop that cannot run a no-op this fast is abandoned
+
+
 class EngineSupervisor:
     """Owns the loop thread and the session (engine + sandbox + solver) on it. Not thread-safe: the predictor
     calls it under its own lock."""
 
     def __init__(self, config: Config, open_session: SessionFactory, clock: Clock,
-                 on_repetition: Callable[[Repetition], None], *, build_timeout_s: float | None = None,
-                 probe_timeout_s: float = 60.0, close_timeout_s: float = 60.0, max_builds: int = 3,
-                 loop_grace_s: float = 10.0, loop_check_s: float = 5.0,
+                 on_repetition: Callable[[Repetition], None], limits: EngineLimits | None = None,
                  loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None) -> None:
         self.config = config
         self.open_session = open_session
         self.clock = clock
         self.on_repetition = on_repetition
-        self.build_timeout_s = build_timeout_s  # seconds; None = bounded only by the call's end
-        self.probe_timeout_s = probe_timeout_s  # seconds for a one-token probe
-        self.close_timeout_s = close_timeout_s  # seconds to close an engine before giving up on it
-        self.max_builds = max_builds
-        self.loop_grace_s = loop_grace_s  # seconds for a cancelled coroutine's cleanup
-        self.loop_check_s = loop_check_s  # a loop that cannot run a no-op this fast is abandoned, seconds
+        self.limits = limits or EngineLimits()
         self.loop_factory = loop_factory  # the engine's event loop (None: asyncio.new_event_loop)
         self.builds = 0
         self.session: Any = None
@@ -69,7 +80,7 @@ class EngineSupervisor:
     def run(self, coro: Coroutine[Any, Any, T], timeout_s: float | None) -> LoopResult[T]:
         """Run ``coro`` on the engine's loop, bounded by ``timeout_s`` plus the loop grace."""
         assert self._loop is not None, "ensure() first"
-        return self._loop.run(coro, timeout_s=timeout_s, grace_s=self.loop_grace_s)
+        return self._loop.run(coro, timeout_s=timeout_s, grace_s=self.limits.loop_grace_s)
 
     def ensure(self, call_end: float | None) -> str | None:
         """Build the engine if there is none (or it died); None when ready, else why not."""
@@ -82,10 +93,10 @@ class EngineSupervisor:
             self._drop("the engine died")
         if self.session is not None:
             return None
-        if self.builds >= self.max_builds:
+        if self.builds >= self.limits.max_builds:
             return f"no engine: {self.builds} builds failed or died already"
         self.builds += 1
-        limits = [x for x in (self.build_timeout_s,
+        limits = [x for x in (self.limits.build_timeout_s,
                               None if call_end is None else call_end - self.clock.now()) if x is not None]
         timeout = max(0.0, min(limits)) if limits else None
         outcome = self.run(self._open(), timeout)
@@ -117,13 +128,13 @@ class EngineSupervisor:
         A blocked loop is abandoned (its engine closes whenever it runs again, not waited for); a dead or silent
         engine is closed, so the caller builds a new one."""
         assert self._loop is not None
-        if not self._loop.run(_noop(), timeout_s=self.loop_check_s, grace_s=0.0).ok:
+        if not self._loop.run(_noop(), timeout_s=self.limits.loop_check_s, grace_s=0.0).ok:
             log.error("event loop unresponsive (%s); abandoning it", suspicion)
             if self._stack is not None:
                 self._loop.submit(self._stack.aclose())
             self._loop, self.session, self._stack = LoopThread(loop_factory=self.loop_factory), None, None
             return
-        healthy = self.run(self._probe(), self.probe_timeout_s)
+        healthy = self.run(self._probe(), self.limits.probe_timeout_s)
         if not (healthy.ok and healthy.value):
             self._drop(f"engine probe failed ({suspicion}): {healthy.error or 'no tokens'}")
 
@@ -158,7 +169,7 @@ class EngineSupervisor:
             return
         log.log(level, "closing the engine: %s", reason)
         stack, self._stack, self.session = self._stack, None, None
-        closed = self._loop.run(stack.aclose(), timeout_s=self.close_timeout_s, grace_s=self.loop_grace_s)
+        closed = self._loop.run(stack.aclose(), timeout_s=self.limits.close_timeout_s, grace_s=self.limits.loop_grace_s)
         if not closed.ok:
             log.error("closing the engine failed: %s", closed.error)
 

@@ -13,12 +13,10 @@ import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from solver.core.clock import SystemClock
 from solver.config import Config
-from solver.core.budget import BudgetManager, budget_for
 from solver.files import atomic_write
-from solver.runlog import LOG_NAME, RunLog, RunRecords
-from solver.types import Clock, Problem, ProblemResult, Repetition
+from solver.runlog import LOG_NAME, RunLog, RunRecords, render_report, summarise_records
+from solver.types import Problem, ProblemResult, Repetition
 
 ANSWERS_NAME = "answers.csv"
 REPORT_NAME = "report.md"
@@ -72,12 +70,11 @@ class RunSession:
         decided = self.log.results()
         return [decided[p.id] for p in problems if p.id in decided]
 
-    def budget(self, problems: Sequence[Problem], clock: Clock | None = None) -> BudgetManager | None:
-        """The time budget of the problems left, or None when the config sets none: a resumed run keeps the time
-        its earlier sessions spent and the problems they decided."""
-        decided = self.log.results()
-        return budget_for(self.config.budget, clock or SystemClock(), spent_s=self.log.spent_s,
-                          done=sum(p.id in decided for p in problems))
+    @property
+    def spent_s(self) -> float:
+        """Wall seconds earlier sessions of this run spent (0 for a new run): a resumed run's budget goes on from
+        there."""
+        return self.log.spent_s
 
     # -- writing (each call fsyncs: off the event loop) --
 
@@ -90,8 +87,6 @@ class RunSession:
 
     def write_outputs(self, problems: Sequence[Problem]) -> None:
         """``answers.csv`` and ``report.md`` for the problems decided so far, from the records in memory."""
-        from solver.report import render_report, summarise_records
-
         records = self.log.records()
         atomic_write(self.run_dir / ANSWERS_NAME, answers_csv(self.results(problems)))
         atomic_write(self.run_dir / REPORT_NAME, render_report(summarise_records(self.run_dir.name, records)))

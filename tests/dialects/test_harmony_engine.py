@@ -31,7 +31,7 @@ def test_real_engine_runs_the_tiny_harmony_model_through_the_harmony_dialect(tin
     from solver.dialects import make_dialect
     from solver.engines.vllm_async import open_vllm_engine
     from solver.loop.problem import ProblemSolver
-    from solver.loop.thread import LoopThread
+    from solver.kaggle.thread import LoopThread
     from solver.sandbox.pool import create_sandbox
     from solver.models import ensure_tiny_harmony_model
 

@@ -54,17 +54,17 @@ def alive(pids: set[int]) -> list[str]:
 def main() -> int:
     comp, gateway_dir, data, report = sys.argv[1:5]
     engine = sys.argv[sys.argv.index("--engine") + 1]
-    from solver.kaggle import KagglePredictor, serve
+    from solver.kaggle import KagglePredictor, PredictorOptions, serve
 
     if engine == "tiny":
         from kaggle_doubles import tiny_engine_config
 
-        predictor = KagglePredictor(tiny_engine_config(problems=3), comp, run_dir=Path("run"))
+        predictor = KagglePredictor(tiny_engine_config(problems=3), comp, PredictorOptions(run_dir=Path("run")))
     else:
         from kaggle_doubles import FaultyScriptedEngine, fast_config, scripted_factory
 
         factory, _ = scripted_factory([FaultyScriptedEngine(lambda r: "answer", answer="2042")])
-        predictor = KagglePredictor(fast_config(), comp, run_dir=Path("run"), open_session=factory)
+        predictor = KagglePredictor(fast_config(), comp, PredictorOptions(run_dir=Path("run"), open_session=factory))
     seen: set[int] = set()
     stop = threading.Event()
     watcher = threading.Thread(target=watch_children, args=(seen, stop), daemon=True)

@@ -168,11 +168,11 @@ def test_serve_without_kaggle_evaluation_is_a_one_line_error_and_closes_the_pred
     from kaggle_doubles import FaultyScriptedEngine, columns, fast_config, scripted_factory
 
     from solver.config import ConfigError
-    from solver.kaggle import KagglePredictor, serve
+    from solver.kaggle import KagglePredictor, PredictorOptions, serve
 
     assert "kaggle_evaluation" not in sys.modules, "the gateways run in subprocesses only"
     factory, built = scripted_factory([FaultyScriptedEngine(lambda r: "answer")])
-    predictor = KagglePredictor(fast_config(), "aimo3", open_session=factory)
+    predictor = KagglePredictor(fast_config(), "aimo3", PredictorOptions(open_session=factory))
     predictor(*columns("warm"))  # an engine exists, so closing has something to close
     with pytest.raises(ConfigError, match="kaggle_evaluation not found") as caught:
         serve(predictor, tmp_path / "test.csv")

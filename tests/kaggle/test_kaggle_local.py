@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 from kaggle_doubles import FaultyScriptedEngine, columns, fast_config, scripted_factory
 
-from solver.kaggle.predictor import KagglePredictor
+from solver.kaggle.predictor import KagglePredictor, PredictorOptions
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
@@ -54,7 +54,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     pl.DataFrame({"id": ["a", "b", "c"], "problem": ["x?", "y?", "z?"], "answer": ["42", "42", "7"]}
                  ).write_csv(data)
     factory, _ = scripted_factory([FaultyScriptedEngine(lambda r: "answer")])
-    recorder = KagglePredictor(fast_config(), "aimo3", open_session=factory, run_dir=root / "run")
+    recorder = KagglePredictor(fast_config(), "aimo3", PredictorOptions(open_session=factory, run_dir=root / "run"))
     try:
         for row_id in ("a", "b", "c"):
             recorder(*columns(row_id))

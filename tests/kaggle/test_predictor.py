@@ -5,6 +5,7 @@ with the tiny model, built by the adapter itself on its first call."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -23,7 +24,8 @@ from kaggle_doubles import (
 
 from solver.config import ConfigError, load_config
 from solver.kaggle.competition import competition, competition_config
-from solver.kaggle.predictor import KagglePredictor
+from solver.kaggle.predictor import KagglePredictor, PredictorOptions
+from solver.kaggle.supervisor import EngineLimits
 from solver.kaggle.rows import Row, RowError, check_prediction, read_row, to_answer
 
 # ---- rows and answers (pure) ---------------------------------------------------------------------------------
@@ -62,10 +64,12 @@ def test_competition_config_bounds_the_budget_by_the_call_limit_and_total() -> N
     assert short.answers.modulus is None and short.answers.high == 99999
 
 
-def predictor_with(factory: Any, comp: str = "aimo3", **kwargs: Any) -> KagglePredictor:
-    settings = {"probe_timeout_s": 1.0, "close_timeout_s": 2.0, "grace_s": 1.0, "loop_grace_s": 1.0,
-                "loop_check_s": 1.0, **kwargs}
-    return KagglePredictor(fast_config(), comp, open_session=factory, **settings)
+FAST_LIMITS = EngineLimits(probe_timeout_s=1.0, close_timeout_s=2.0, grace_s=1.0, loop_grace_s=1.0, loop_check_s=1.0)
+
+
+def predictor_with(factory: Any, comp: str = "aimo3", max_builds: int = 3, **options: Any) -> KagglePredictor:
+    limits = dataclasses.replace(FAST_LIMITS, max_builds=max_builds)
+    return KagglePredictor(fast_config(), comp, PredictorOptions(open_session=factory, limits=limits, **options))
 
 
 def aimo3_row(row_id: str, text: str = "What is 6 times 7?") -> tuple[pl.Series, pl.Series]:
@@ -95,7 +99,7 @@ def test_a_bad_name_fails_when_the_predictor_is_built_before_any_engine(override
     config = fast_config(**override)  # the config itself loads: names are checked against the registries later
     factory, built = scripted_factory([FaultyScriptedEngine(lambda r: "answer")])
     with pytest.raises(ConfigError, match=message) as caught:
-        KagglePredictor(config, "aimo3", open_session=factory)
+        KagglePredictor(config, "aimo3", PredictorOptions(open_session=factory))
     assert len(str(caught.value).splitlines()) == 1
     assert built == [], "nothing was built"
 
@@ -224,7 +228,8 @@ def test_scripted_builds_are_bounded() -> None:
 
 def test_past_the_cutoff_answers_the_default_at_once_without_an_engine() -> None:
     factory, built = scripted_factory([FaultyScriptedEngine(lambda r: "answer")])
-    predict = KagglePredictor(fast_config(), "aimo3", open_session=factory, start=time.monotonic() - 3600)
+    predict = KagglePredictor(fast_config(), "aimo3",
+                              PredictorOptions(open_session=factory, start=time.monotonic() - 3600))
     try:
         t0 = time.monotonic()
         assert assert_valid_frame(predict(*aimo3_row("late")), "late") == 0
@@ -274,9 +279,8 @@ def test_the_seed_policy_fixed_repeats_the_seeds_and_per_run_takes_the_runs_own(
         engine = FaultyScriptedEngine(lambda r: "answer")
         factory, _ = scripted_factory([engine])
         predict = KagglePredictor(fast_config().replace({"sampling.seed_policy": policy}), "aimo3",
-                                  open_session=factory, run_dir=tmp_path / run, probe_timeout_s=1.0,
-                                  close_timeout_s=2.0, grace_s=1.0, loop_grace_s=1.0, loop_check_s=1.0,
-                                  entropy=entropy)
+                                  PredictorOptions(open_session=factory, run_dir=tmp_path / run, limits=FAST_LIMITS,
+                                                   entropy=entropy))
         try:
             predict(*aimo3_row("p1"))
         finally:
@@ -316,8 +320,8 @@ def real_predictor(tmp_path_factory: pytest.TempPathFactory) -> Any:
     config = load_config("tiny", overrides={
         "sampling.max_tokens": 32, "sampling.max_total_tokens": 64, "sampling.max_turns": 2,
         "solve.reps": 2, "solve.workers": 2, "budget.problems": 4, "budget.max_s": 120.0})
-    predict = KagglePredictor(config, "aimo3", run_dir=tmp_path_factory.mktemp("kaggle") / "run",
-                              probe_timeout_s=60.0)
+    predict = KagglePredictor(config, "aimo3", PredictorOptions(run_dir=tmp_path_factory.mktemp("kaggle") / "run",
+                                                                limits=EngineLimits(probe_timeout_s=60.0)))
     yield predict
     predict.close()
 

@@ -12,7 +12,7 @@ import polars as pl
 from kaggle_doubles import FaultyScriptedEngine, fast_config, scripted_factory
 
 from solver.kaggle.competition import competition
-from solver.kaggle.predictor import KagglePredictor
+from solver.kaggle.predictor import KagglePredictor, PredictorOptions
 from solver.kaggle.rehearsal import rehearse
 
 
@@ -44,7 +44,7 @@ def test_rehearsal_passes_the_rows_columns_shuffled_as_the_aimo2_gateway_does(tm
 def test_scripted_predictor_rehearsal_writes_the_submission(tmp_path: Path) -> None:
     data = _data(tmp_path, {"id": ["a", "b", "c"], "problem": ["x?", "y?", "z?"], "answer": ["42", "42", "7"]})
     factory, _ = scripted_factory([FaultyScriptedEngine(lambda r: "answer")])
-    predict = KagglePredictor(fast_config(), "aimo2", open_session=factory)
+    predict = KagglePredictor(fast_config(), "aimo2", PredictorOptions(open_session=factory))
     try:
         rehearsal = rehearse(predict, data, tmp_path / "out", comp=competition("aimo2"), seed=3)
     finally:

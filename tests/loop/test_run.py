@@ -1,4 +1,5 @@
-"""A whole run (solve_run): what a resumed run's time budget knows about its earlier sessions.
+"""A whole run: how make_run puts it together, and (solve_run) what a resumed run's time budget knows about its
+earlier sessions.
 
 The problem solver is replaced by a recording double (control flow only): these tests look at the deadline each
 problem is given, not at solving."""
@@ -62,3 +63,48 @@ def test_a_fresh_run_budgets_from_its_own_start(tmp_path: Path, monkeypatch: pyt
     deadlines = _recording_solver(monkeypatch)
     _run(tmp_path / "run", resume=False, clock=FakeClock(0.0))
     assert deadlines["p1"] == 900.0  # 1000 − 100 for the one after it, capped at max_s 900
+
+
+# -- make_run: the one way a run is put together ------------------------------------------------------------------
+
+def test_make_run_shares_the_budget_among_the_data_sets_problems_unless_the_user_chose_a_count(tmp_path: Path):
+    from solver.config import Choices
+
+    budgeted = {"budget.total_s": 1000, "budget.min_s": 100, "budget.max_s": 900, "budget.reserve_s": 0}
+    made = run_module.make_run(Choices(overrides=budgeted), PROBLEMS, tmp_path / "a", check=False, clock=FakeClock())
+    assert made.config.budget.problems == 2 and made.budget is not None and made.budget.allot().problems_left == 2
+    assert made.session is not None and made.session.config == made.config  # the folder saved what the run uses
+    chosen = run_module.make_run(Choices(overrides={**budgeted, "budget.problems": 7}), PROBLEMS, tmp_path / "b",
+                                 check=False)
+    assert chosen.config.budget.problems == 7
+    whole = run_module.make_run(BUDGETED.replace({"budget.problems": 5}), PROBLEMS, None, check=False)
+    assert whole.config.budget.problems == 5 and whole.session is None  # a config already whole is used as it is
+
+
+def test_make_run_gives_a_cluster_run_no_budget_and_says_so_once(tmp_path: Path):
+    notes: list[str] = []
+    made = run_module.make_run(BUDGETED, PROBLEMS, tmp_path / "run", cluster=True, check=False, note=notes.append)
+    assert made.budget is None and made.config.budget.total_s is None and made.parts.config == made.config
+    assert notes == ["a time budget is for one engine; the cluster run has none"]
+    assert run_module.make_run(Config(), PROBLEMS, None, cluster=True, check=False, note=notes.append).budget is None
+    assert len(notes) == 1  # nothing to drop, nothing said
+
+
+def test_make_run_checks_the_config_before_the_folder_exists(tmp_path: Path):
+    from solver.config import Choices, ConfigError
+
+    with pytest.raises(ConfigError, match="needs --from RUN_DIR"):
+        run_module.make_run(Choices(flags={"engine.name": "replay"}), PROBLEMS, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_make_run_resumes_with_the_config_the_folder_saved(tmp_path: Path):
+    from solver.runlog import LogError
+
+    run_module.make_run(BUDGETED, PROBLEMS, tmp_path / "run", check=False).session.close()
+    resumed = run_module.make_run(None, PROBLEMS, tmp_path / "run", resume=True, check=False)
+    assert resumed.config == BUDGETED and resumed.session is not None and not resumed.session.created
+    resumed.session.close()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(LogError, match="no run log"):
+        run_module.make_run(None, PROBLEMS, tmp_path / "empty", resume=True, check=False)

@@ -17,7 +17,7 @@ import pytest
 from solver.config import AnswerConfig, StopConfig, VoteConfig
 from solver.core.state import Rules
 from solver.offline.sim import drawn_pass, drawn_vote, simulate
-from solver.report import pass_at_k
+from solver.core.grading import pass_at_k
 from solver.types import Ballot
 
 from offline.test_simulate import request, write_run
@@ -54,7 +54,7 @@ def g_pass(n: int, c: int, k: int, tau: float) -> Fraction:
 def test_pass_at_k_is_chens_unbiased_estimator(n: int, c: int, k: int, by_hand: Fraction) -> None:
     assert chen(n, c, k) == by_hand
     assert drawn_pass([i < c for i in range(n)], k) == by_hand  # the share of ordered draws
-    assert pass_at_k(n, c, k) == pytest.approx(float(by_hand), abs=1e-12)  # solver/report.py's
+    assert pass_at_k(n, c, k) == pytest.approx(float(by_hand), abs=1e-12)  # solver/core/grading.py
 
 
 @pytest.mark.parametrize(("n", "c", "k", "by_hand"), [

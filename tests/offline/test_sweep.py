@@ -15,7 +15,7 @@ import pytest
 from data.eval_runs import Planned, build_run, build_sweep_runs, sweep_config
 from solver.cli import main
 from solver.config import Config, load_config
-from solver.report import GradedRepetition
+from solver.core.grading import GradedRepetition
 from solver.offline.sweep import run_sweep
 from solver.offline.sweep import analyse, simulate_problem
 from solver.offline.sweep import PLOTS, load_sweep, write_outputs

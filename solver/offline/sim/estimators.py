@@ -5,7 +5,7 @@ small cases only), which is what the tests set against the published estimators:
 
 - pass@k (Chen et al. 2021, "Evaluating Large Language Models Trained on Code"): 1 - C(n - c, k) / C(n, k), the
   chance that k of n samples, c of them right, hold a right one. Every k-subset appears in k! orders, so the share
-  of ordered draws holding a right repetition is the same number (``solver.report.pass_at_k`` computes the
+  of ordered draws holding a right repetition is the same number (``solver.core.grading.pass_at_k`` computes the
   formula).
 - G-Pass@k at threshold τ (Liu et al. 2024, arXiv 2412.13147):
   Σ_{j = ⌈τk⌉}^{c} C(c, j) C(n - c, k - j) / C(n, k), the chance that at least ⌈τk⌉ of the k drawn are right. With two answers (the right one and one wrong one) a

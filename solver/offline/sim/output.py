@@ -12,7 +12,7 @@ from solver.files import atomic_write
 from solver.offline.sim.separation import Difference
 from solver.offline.sim.summary import QUANTILES, Summary
 from solver.offline.sim.simulate import SimulationReport
-from solver.report import markdown_table
+from solver.runlog import markdown_table
 
 
 def summary_rows(report: SimulationReport) -> list[dict[str, object]]:

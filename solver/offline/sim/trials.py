@@ -46,7 +46,7 @@ from solver.core.state import Rules
 from solver.offline.sim.play import ProblemDraw, Rounds, SimulatedDay, simulated_day
 from solver.offline.sim.pools import Prepared, SimulationError
 from solver.offline.sim.scoring import DEFAULT_SCORING, SCORINGS, Scoring
-from solver.report import Grader
+from solver.core.grading import Grader
 from solver.timing.model import EngineTimeModel
 from solver.timing.timeline import Timeline, engine_timeline, fixed_timeline
 from solver.types import Problem
@@ -299,7 +299,7 @@ class SecondDraws:
 
 
 class ProblemGrader:
-    """Correctness of an answer per problem, remembered (``solver.report.Grader``: math-verify can take
+    """Correctness of an answer per problem, remembered (``solver.core.grading.Grader``: math-verify can take
     milliseconds per call)."""
 
     def __init__(self, rules: AnswerConfig) -> None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from solver.config import ConfigError
 from solver.offline.sim import play
-from solver.report import Grader, GradedRepetition, grade_repetitions, pass_at_k, wilson_interval
+from solver.core.grading import Grader, GradedRepetition, grade_repetitions, pass_at_k, wilson_interval
 from solver.offline.sweep.runs import PlannedRun
 from solver.offline.sweep.spec import NO_STOPPER, SweepError, SweepSpec, stopper_for
 from solver.types import Ballot, Problem, Stopper, Voter  # noqa: F401 - Ballot: doctests

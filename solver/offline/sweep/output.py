@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from solver.files import atomic_write
-from solver.report import markdown_table
+from solver.runlog import markdown_table
 from solver.offline.sweep.spec import NO_STOPPER, SweepError, SweepSpec, spec_to_dict
 
 if TYPE_CHECKING:  # pandas and matplotlib are imported inside the functions that need them (slow imports)

@@ -9,7 +9,7 @@ from pathlib import Path
 from solver.files import atomic_write
 from solver.offline.tune.frontier import AXIS_LABELS, Axis, cost, frontier
 from solver.offline.tune.html_report import Image, Page, Preformatted, Section, Table, render
-from solver.report import markdown_table
+from solver.runlog import markdown_table
 from solver.offline.sim import (DIFFERENCE_NOTE, Summary, calibration_lines, data_flag, difference_rows,
                                 difference_table, jitter_text, summary_rows, timing_text)
 from solver.offline.tune.search import TuneReport, config_text, stoppers_label, write_config
