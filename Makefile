@@ -4,6 +4,10 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 RUN ?= runs/demo-$(shell date +%Y%m%d-%H%M%S)
 PYTEST_ARGS ?=
+# Two test workers (pytest-xdist) for the 2 cores: the tests of the shared engine, of the shared endpoint and of the
+# Kaggle gateways each stay on one worker, every other module on one (tests/conftest.py, worker_group). WORKERS= runs
+# the tests in one process, in the order they were collected.
+WORKERS ?= -n 2 --dist loadgroup --no-loadscope-reorder
 
 .PHONY: setup demo test test-fast bench clean
 
@@ -18,12 +22,12 @@ demo: setup
 # runs/test-durations.tsv (runs/test-fast-durations.tsv for the fast tier).
 test: setup
 	@bash scripts/setup_browser.sh
-	$(PY) -m pytest --durations-file=runs/test-durations.tsv $(PYTEST_ARGS)
+	$(PY) -m pytest $(WORKERS) --durations-file=runs/test-durations.tsv $(PYTEST_ARGS)
 
 # The fast tier: no real engine, nothing slow, and vLLM hidden (tests/without_vllm), so it proves it needs none.
 test-fast: setup
-	PYTHONPATH=$(CURDIR)/tests/without_vllm$${PYTHONPATH:+:$$PYTHONPATH} $(PY) -m pytest -m "not engine and not slow" \
-		--durations-file=runs/test-fast-durations.tsv $(PYTEST_ARGS)
+	PYTHONPATH=$(CURDIR)/tests/without_vllm$${PYTHONPATH:+:$$PYTHONPATH} $(PY) -m pytest $(WORKERS) \
+		-m "not engine and not slow" --durations-file=runs/test-fast-durations.tsv $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) benchmarks/sandbox.py --quick

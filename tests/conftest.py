@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -170,6 +171,8 @@ def pytest_configure(config: pytest.Config) -> None:
 # ---- where the time goes -----------------------------------------------------------------------------------
 
 PHASES = ("setup", "call", "teardown")
+# The ``@group`` xdist adds to a test's node id on a worker (``worker_group``).
+GROUP_SUFFIX = re.compile(r"@(engine_loop|served|gateway|[\w/.-]+\.py)$")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -180,11 +183,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def durations_table(reports: list) -> str:
     """The tab-separated table of what ``reports`` (pytest's reports of each test's phases) took, a test a line,
-    slowest first; a test's outcome is its worst phase's (an error is a setup or teardown that failed).
+    slowest first; a test's outcome is its worst phase's (an error is a setup or teardown that failed). A node id
+    is written without the ``@group`` xdist gives it on a worker, so runs with and without workers compare.
 
     >>> from types import SimpleNamespace as Report
     >>> table = durations_table([Report(nodeid="t.py::a", when="setup", duration=0.5, outcome="passed"),
-    ...                          Report(nodeid="t.py::a", when="call", duration=1.25, outcome="passed"),
+    ...                          Report(nodeid="t.py::a@served", when="call", duration=1.25, outcome="passed"),
     ...                          Report(nodeid="t.py::b", when="call", duration=3.0, outcome="failed"),
     ...                          Report(nodeid="t.py::b", when="teardown", duration=0.0, outcome="failed")])
     >>> [line.split("\\t") for line in table.splitlines()]  # doctest: +NORMALIZE_WHITESPACE
@@ -194,7 +198,7 @@ def durations_table(reports: list) -> str:
     """
     rows: dict[str, dict[str, object]] = {}
     for report in reports:
-        row = rows.setdefault(report.nodeid, {"outcome": "passed", **dict.fromkeys(PHASES, 0.0)})
+        row = rows.setdefault(GROUP_SUFFIX.sub("", report.nodeid), {"outcome": "passed", **dict.fromkeys(PHASES, 0.0)})
         row[report.when] = report.duration
         if report.outcome == "failed":
             row["outcome"] = "failed" if report.when == "call" and row["outcome"] != "error" else "error"
@@ -233,9 +237,66 @@ def shared_uses(item: pytest.Item) -> list[str]:
     return [name for name in SHARED if name in item.fixturenames]
 
 
+# ---- two workers (make test and make test-fast: pytest-xdist, -n 2 --dist loadgroup) ------------------------------
+
+# What must not be split across the two workers or run on both at once. The shared engine and the shared endpoint
+# each start once on the worker that runs all their tests (on both, each would start twice). A Kaggle gateway binds
+# the first free port of a fixed list, so two gateways at once answer each other's calls: tests/kaggle and the
+# notebooks (the submission notebook serves a gateway) run on one worker. (A tests/cluster module may run on either:
+# each worker starts its own local Ray, about 5 s, rather than wait for the other's.)
+GATEWAY_TESTS = ("tests/kaggle/", "tests/test_notebooks.py")
+
+
+def worker_group(path: str, shared: list[str]) -> str:
+    """The xdist group of a test in ``path`` (relative to the repository) that uses the ``shared`` resources
+    (``SHARED``'s fixture names). Any other test is grouped by its module, so a module's fixtures (a sandbox pool,
+    an engine of its own) start on one worker only.
+
+    >>> worker_group("tests/loop/test_engine_real.py", ["engine_loop"]), worker_group("tests/x.py", ["served"])
+    ('engine_loop', 'served')
+    >>> worker_group("tests/kaggle/test_bundle.py", []), worker_group("tests/test_notebooks.py", [])
+    ('gateway', 'gateway')
+    >>> worker_group("tests/sandbox/test_sandbox.py", [])
+    'tests/sandbox/test_sandbox.py'
+    """
+    if shared:
+        return shared[0]  # no test uses both
+    return "gateway" if path.startswith(GATEWAY_TESTS) else path
+
+
+def mark_worker_groups(items: list[pytest.Item]) -> set[str]:
+    """Mark each test with its ``worker_group``; the groups that start an engine (marker ``engine``)."""
+    heavy = set()
+    for item in items:
+        path = item.path.relative_to(ROOT).as_posix() if item.path.is_relative_to(ROOT) else str(item.path)
+        group = worker_group(path, shared_uses(item))
+        item.add_marker(pytest.mark.xdist_group(group))
+        name_group(item, group)
+        if item.get_closest_marker("engine") is not None:
+            heavy.add(group)
+    return heavy
+
+
+def name_group(item: pytest.Item, group: str) -> None:
+    """Append ``@group`` to the test's node id: xdist's scheduler reads a test's group there. xdist 3.8 writes it
+    to ``item._nodeid``, which pytest 9.2 no longer reads (pytest-xdist issue 1386): the groups would be ignored
+    without a word, and two Kaggle gateways or two shared engines would run at once."""
+    try:
+        from _pytest.nodeid import NodeId  # pytest >= 9.2: the node id is this record
+    except ImportError:
+        return  # an older pytest reads ``_nodeid``, where xdist's own hook writes the group after this one
+    item._id = NodeId.parse(f"{item.nodeid}@{group}")
+    if not item.nodeid.endswith(f"@{group}"):
+        raise pytest.UsageError(f"cannot name {item.nodeid}'s xdist group with this pytest: run with WORKERS=")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Modules whose tests use a shared resource run last, grouped by the resource (the engine by the
-    ``engine_config`` they ask for), so each starts once; everything else keeps its order."""
+    ``engine_config`` they ask for), so each starts once; everything else keeps its order.
+
+    On an xdist worker the groups that start an engine go first: they are the longest units of work, and the
+    workers take the units in this order (``--no-loadscope-reorder``), so neither is left with one at the end."""
     groups: dict[str, str] = {}  # module path -> the resource its tests use
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
@@ -246,11 +307,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             groups[str(item.path)] = f"engine_loop {definition.baseid}::{definition.func.__qualname__}"
         elif "served" in info.names_closure:
             groups[str(item.path)] = "served"
+    heavy = mark_worker_groups(items) if os.environ.get("PYTEST_XDIST_WORKER") else set()
 
-    def order(item: pytest.Item) -> tuple[bool, str, bool]:
+    def order(item: pytest.Item) -> tuple[bool, bool, str, bool]:
         group = groups.get(str(item.path))
+        mark = item.get_closest_marker("xdist_group")
+        first = mark is not None and mark.args[0] in heavy
         # Within a group, the tests that start engines of their own first: the shared one then starts once.
-        return (group is not None, group or "", bool(shared_uses(item)))
+        return (not first, group is not None, group or "", bool(shared_uses(item)))
 
     items[:] = sorted(items, key=order)  # stable: within a group, the collected order
 
@@ -273,6 +337,16 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     for key in SHARED.values():
         session.config.stash[key].close()
+    output = getattr(session.config, "workeroutput", None)  # an xdist worker's report to the controlling process
+    if output is not None:
+        output["shared_starts"] = [session.config.stash[key].starts for key in SHARED.values()]
+
+
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: only called where it is installed
+def pytest_testnodedown(node, error) -> None:
+    """An xdist worker ended: its shared starts count in the summary this process prints."""
+    for key, starts in zip(SHARED.values(), getattr(node, "workeroutput", {}).get("shared_starts", ())):
+        node.config.stash[key].starts += starts
 
 
 @pytest.fixture

@@ -144,10 +144,11 @@ def test_recorded_programs_print_the_recorded_answers_in_the_sandbox(tmp_path: P
 
 
 @pytest.mark.engine
-def test_the_whole_demo_as_make_demo_runs_it(tmp_path: Path):
-    # Live part on the real engine with the embedded model, then the whole corpus replayed and simulated.
+def test_the_live_part_on_the_real_engine_then_a_short_replay(tmp_path: Path):
+    # The live part as `make demo` runs it (the embedded model on the real engine, its own start), then the replay
+    # and the simulation on 12 questions: their whole-corpus run is the same code, test_replayed_part_and_leaderboard's.
     out = tmp_path / "demo"
-    done = demo(out, timeout=1200)
+    done = demo(out, "--questions", "12", "--trials", "20", timeout=1200)
     assert done.returncode == 0, done.stderr
     screen = done.stdout
     assert "1/2 LIVE" in screen and "embedded SmolLM2-135M" in screen
@@ -158,5 +159,5 @@ def test_the_whole_demo_as_make_demo_runs_it(tmp_path: Path):
         assert "as logged: the model's code, then what the sandbox gave back" in screen
     assert (out / "live" / "engine.log").stat().st_size > 0  # vLLM's start-up output, kept off the screen
     assert "Loading safetensors" not in screen and "Loading safetensors" not in done.stderr
-    check_replayed_part(out, screen, 88)
+    check_replayed_part(out, screen, 12)
     assert screen.index("1/2 LIVE") < screen.index("2/2 REPLAYED") < screen.index("LEADERBOARD SIMULATION")

@@ -1,9 +1,13 @@
 """The engine's warm-up and its shipped compile cache, on the real CPU engine: the warm-up's steps are the shapes
 it means (vLLM's own step log says so), its seconds are the start-up log's line, and a cache is used only when
-its manifest was built for this vLLM, model and machine, else refused in one line without touching anything."""
+its manifest was built for this vLLM, model and machine, else refused in one line without touching anything.
+
+The same engine, started once, also schedules by priority with one sequence slot, so the order in which waiting
+requests are admitted is observable: a started repetition's next turn goes before work not yet begun."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
@@ -17,6 +21,7 @@ from solver.engines.compile_cache import (CACHE_ENV, MANIFEST, CacheManifest, Fi
 from solver.engines.engine_log import EPOCH_FORMAT, parse_engine_log
 from solver.engines.startup_log import parse_startup_log
 from solver.engines.warmup import warmup_shapes
+from solver.types import GenerationRequest
 
 HERE = Fingerprint("0.26.0", "2.11.0", "dummy-gptoss-120b:933aeb666a3f", "NVIDIA H200",
                    {"kv_cache_dtype": "fp8", "max_num_seqs": 64})
@@ -112,12 +117,13 @@ def engine_args() -> dict[str, object]:
     from solver.config import load_config
 
     return {**load_config("tiny").engine.args, "max_num_batched_tokens": WARM_TOKENS,
-            "enable_logging_iteration_details": True}
+            "enable_logging_iteration_details": True, "scheduling_policy": "priority", "max_num_seqs": 1}
 
 
 @pytest.fixture(scope="module")
 def engine_config(tiny_config, cache_dir: Path, tmp_path_factory: pytest.TempPathFactory):
-    """The tiny engine with its warm-up on, vLLM's step log on and the packed cache."""
+    """The tiny engine with its warm-up on, vLLM's step log on, the packed cache, priority scheduling and one
+    sequence slot."""
     os.environ["SOLVER_COMPILE_CACHE_WORK"] = str(tmp_path_factory.mktemp("cache-work") / "work")
     engine = dataclasses.replace(tiny_config.engine, warmup=True, compile_cache=str(cache_dir), args=engine_args())
     yield dataclasses.replace(tiny_config, engine=engine)
@@ -170,6 +176,33 @@ def test_the_warm_up_runs_each_shape_alone_and_the_cache_is_used(engine_log, eng
     assert engine.compile_cache is not None and engine.compile_cache.usable
     assert os.environ["VLLM_CACHE_ROOT"].endswith(os.path.join("work", "vllm"))
     assert any("the compile cache" in line and ": used (built for vLLM" in line for line in lines)
+
+
+@pytest.mark.engine
+def test_real_engine_admits_waiting_requests_in_priority_order(engine_loop) -> None:
+    loop, engine = engine_loop
+    ids = tuple(engine.tokenizer.encode("Count from one to fifty.", add_special_tokens=False))
+    finished: list[str] = []
+
+    async def one(name: str, priority: int, tokens: int) -> None:
+        req = GenerationRequest(name, "", ids, max_tokens=tokens, temperature=0.8, top_p=1.0, seed=1, stop=(),
+                                extra={"ignore_eos": True}, priority=priority)
+        async for delta in engine.stream(req):
+            if delta.finish_reason is not None:
+                assert delta.finish_reason == "length", delta.error
+        finished.append(name)
+
+    async def scenario() -> None:
+        first = asyncio.create_task(one("running", 0, 96))  # holds the only slot
+        await asyncio.sleep(0.3)
+        assert not first.done()
+        # Submitted while the slot is busy, lowest priority first: admission must follow priority, not arrival.
+        rest = [asyncio.create_task(one(name, prio, 4)) for name, prio in (("late", 9), ("mid", 5), ("soon", 1))]
+        await asyncio.gather(first, *rest)
+
+    outcome = loop.run(scenario(), timeout_s=300)
+    assert outcome.ok, outcome.error
+    assert finished == ["running", "soon", "mid", "late"]
 
 
 # ---- solver compile-cache, in process -------------------------------------------------------------------------

@@ -4,7 +4,6 @@ The last test generates for real with the tiny model."""
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -200,14 +199,16 @@ def test_sweep_generates_through_the_replay_engine_and_reuses_its_runs(tmp_path:
 
 
 @pytest.mark.engine
-def test_small_sweep_with_the_tiny_model(tmp_path: Path) -> None:
-    """Two problems, N in {1, 2}, W = 2: one real run (it starts the engine), then the analysis. A grid of several
-    worker settings is several such runs, one after another: the replay engine's sweep above covers that."""
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2"}
+def test_small_sweep_with_the_tiny_model(tmp_path: Path, served: str) -> None:
+    """Two problems, N in {1, 2}, W = 2: one real run, then the analysis. The tiny model answers through the
+    session's ``solver serve`` endpoint (``served``): the sweep's generation is a ``solve_run`` like any other, and
+    an engine's start inside a command is the demo's and ``solver solve``'s test. A grid of several worker
+    settings is several such runs, one after another: the replay engine's sweep above covers that."""
     proc = subprocess.run(
         [sys.executable, "-m", "solver", "sweep", "demo", "--limit", "2", "--reps", "1,2", "--workers", "2",
          "--draws", "20", "--set", "sampling.max_tokens=48", "--set", "sampling.max_total_tokens=96",
-         "--out", str(tmp_path)], capture_output=True, text=True, timeout=900, env=env, cwd=ROOT)
+         "--set", "engine.name=openai", "--set", f"engine.endpoints=[{served}]",
+         "--out", str(tmp_path)], capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     df = load_sweep(tmp_path)
     assert len(df) == 2 and set(df.problems) == {2}
