@@ -271,23 +271,9 @@ def mark_worker_groups(items: list[pytest.Item]) -> set[str]:
         path = item.path.relative_to(ROOT).as_posix() if item.path.is_relative_to(ROOT) else str(item.path)
         group = worker_group(path, shared_uses(item))
         item.add_marker(pytest.mark.xdist_group(group))
-        name_group(item, group)
         if item.get_closest_marker("engine") is not None:
             heavy.add(group)
     return heavy
-
-
-def name_group(item: pytest.Item, group: str) -> None:
-    """Append ``@group`` to the test's node id: xdist's scheduler reads a test's group there. xdist 3.8 writes it
-    to ``item._nodeid``, which pytest 9.2 no longer reads (pytest-xdist issue 1386): the groups would be ignored
-    without a word, and two Kaggle gateways or two shared engines would run at once."""
-    try:
-        from _pytest.nodeid import NodeId  # pytest >= 9.2: the node id is this record
-    except ImportError:
-        return  # an older pytest reads ``_nodeid``, where xdist's own hook writes the group after this one
-    item._id = NodeId.parse(f"{item.nodeid}@{group}")
-    if not item.nodeid.endswith(f"@{group}"):
-        raise pytest.UsageError(f"cannot name {item.nodeid}'s xdist group with this pytest: run with WORKERS=")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
