@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from solver.engines.vllm_metrics import Polling, UsageReading, Usage, fold
+from solver.engines.wrapped import WrappedEngine
 from solver.types import Delta, GenerationRequest
 
 # vLLM's prefix-cache counters (tokens queried, tokens found), in vLLM 0.26 to 0.33; a server's page names
@@ -67,22 +68,12 @@ class RequestTimeline:
         return sum(r.cached_tokens or 0 for r in known) / prompt if prompt else None
 
 
-class TimedEngine:
+class TimedEngine(WrappedEngine):
     """An engine whose every request is written to a ``RequestTimeline`` (what it decoded: its deltas' token ids)."""
 
     def __init__(self, inner: Any, timeline: RequestTimeline) -> None:
-        self.inner, self.timeline = inner, timeline
-        self.name, self.tokenizer = inner.name, inner.tokenizer
-
-    def running_requests(self) -> int:
-        return self.inner.running_requests()
-
-    def is_dead(self) -> bool:
-        dead = getattr(self.inner, "is_dead", None)
-        return bool(dead()) if callable(dead) else False
-
-    async def close(self) -> None:
-        await self.inner.close()
+        super().__init__(inner)
+        self.timeline = timeline
 
     async def stream(self, request: GenerationRequest) -> AsyncIterator[Delta]:
         timeline = self.timeline

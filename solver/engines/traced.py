@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from solver.dialects import CODE_STOP
+from solver.engines.wrapped import WrappedEngine
 from solver.types import Delta, Engine, GenerationRequest
 
 
@@ -176,7 +177,7 @@ def make_script(dialect: str, tokenizer) -> TurnScript:
                       lambda ids: tokenizer.decode(ids), words)
 
 
-class TracedEngine:
+class TracedEngine(WrappedEngine):
     """The real engine, made to follow the plans: exact token counts per turn, drawn among plain words, then the
     plan's scripted ending (a python call or the answer) appended as the dialect spells it. The ending's tokens are
     reported as generated but were never decoded: ``decoded`` counts what the engine really generated, per
@@ -184,20 +185,9 @@ class TracedEngine:
 
     def __init__(self, inner: Engine, plans: dict[tuple[str, int], RepetitionPlan], kind: Literal["sleep", "spin"],
                  script: TurnScript):
-        self.inner, self.plans, self.kind, self.script = inner, plans, kind, script
-        self.name, self.tokenizer = inner.name, inner.tokenizer
+        super().__init__(inner)
+        self.plans, self.kind, self.script = plans, kind, script
         self.decoded: dict[tuple[str, int], int] = {}
-
-    def running_requests(self) -> int:
-        return self.inner.running_requests()
-
-    def is_dead(self) -> bool:
-        """The inner engine's death flag (the Kaggle supervisor checks it before each problem)."""
-        dead = getattr(self.inner, "is_dead", None)
-        return bool(dead()) if callable(dead) else False
-
-    async def close(self) -> None:
-        await self.inner.close()
 
     def session(self) -> TracedSession | None:
         make = getattr(self.inner, "session", None)
