@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import sys
 import time
 import uuid
@@ -45,6 +44,7 @@ from solver.recordings import (DEFAULT_ATTEMPTS_FILE, TOOL_TIME_MODES, Caps, Har
                                RecordedCalls, Replay, fixed_tool_times, measure_tool_times, plan, plan_summary,
                                preset_engine, read_tool_seconds, replay_on_engine, tool_time_mode, tool_time_seconds,
                                warm_up, with_tool_times)
+from solver.engines.openai import free_ports
 from solver.engines.vllm_metrics import Usage
 from solver.files import atomic_write
 from solver.types import GenerationRequest
@@ -228,12 +228,6 @@ async def in_process(config: Config, problems: list[list[Replay]], keys: list[st
         await sandbox.close()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def through_server(config: Config, problems: list[list[Replay]], script: HarmonyEndings, workers: int) -> Result:
     """(s): a vLLM OpenAI server as ``solver serve`` starts it (``launch_servers``; per-request cached tokens on),
     the pipeline on ``--engine openai``."""
@@ -256,7 +250,7 @@ def through_server(config: Config, problems: list[list[Replay]], script: Harmony
             await engine.close()
             await sandbox.close()
 
-    with launch_servers(config, 1, free_port(), extra_args=["--enable-prompt-tokens-details"]) as urls:
+    with launch_servers(config, 1, free_ports(1), extra_args=["--enable-prompt-tokens-details"]) as urls:
         return asyncio.run(run(urls))
 
 

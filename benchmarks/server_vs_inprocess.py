@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
 import time
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 
 from solver.config import Config, load_config
 from solver.datasets import load_problems
+from solver.engines.openai import free_ports
 from solver.types import Engine, GenerationRequest, Problem
 
 
@@ -117,12 +117,6 @@ def through_server(config: Config, requests: list[GenerationRequest], problem: P
         return asyncio.run(measure(remote, requests, problem, runs))
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--streams", type=int, default=16, help="requests in flight together")
@@ -151,7 +145,7 @@ def main() -> None:
         local = asyncio.run(measure(config, requests, problems[0], args.latency_runs))
         print(f"in-process done in {time.perf_counter() - t0:.0f} s")
     t0 = time.perf_counter()
-    remote = through_server(config, requests, problems[0], args.latency_runs, free_port(), args.server_arg)
+    remote = through_server(config, requests, problems[0], args.latency_runs, free_ports(1), args.server_arg)
     print(f"server done in {time.perf_counter() - t0:.0f} s (includes server start)")
 
     if local is None:

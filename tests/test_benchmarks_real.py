@@ -200,15 +200,14 @@ def test_re_sent_contexts_on_a_hybrid_model_are_all_or_nothing_when_every_window
     common = ["benchmarks/probes.py", "--probes", "resent", "--seqs", "8", "--decode", "8",
               "--set", f"engine.model={ensure_tiny_hybrid_model()}", "--set", "engine.args.skip_tokenizer_init=true",
               "--set", "engine.args.max_model_len=8192", "--set", "engine.args.num_gpu_blocks_override=1200"]
-    found = {}
-    # The 2,048-token prompts only show that null keeps what fits: the second engine re-sends the 3,072 ones only.
-    for retention, contexts in (("null", "2048,3072"), ("0", "3072")):
-        out = tmp_path / f"resent-{retention}.json"
-        done = run(*common, "--contexts", contexts, "--set", f"engine.args.prefix_cache_retention_interval={retention}",
-                   "--json", str(out), timeout=900)
-        assert done.returncode == 0, done.stderr[-3000:]
-        found[retention] = {r["context"]: r["cached"] for r in json.loads(out.read_text())["resent"]}
+    # One engine (its start is most of the test): the 2,048-token prompts fit and stay cached, the 3,072 ones do not.
+    # The remedy's run (retention 0 keeps the 3,072 ones: measured on the same day) is the README's command, not a
+    # test: a second engine start of the same kind.
+    out = tmp_path / "resent-null.json"
+    done = run(*common, "--contexts", "2048,3072", "--set", "engine.args.prefix_cache_retention_interval=null",
+               "--json", str(out), timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = {r["context"]: r["cached"] for r in json.loads(out.read_text())["resent"]}
     # Cached: all of each prompt but its last block (the token still to compute).
-    assert found["null"][2048] == [2048 - 32] * 8
-    assert found["null"][3072] == [0] * 8
-    assert found["0"][3072] == [3072 - 32] * 8
+    assert found[2048] == [2048 - 32] * 8
+    assert found[3072] == [0] * 8
