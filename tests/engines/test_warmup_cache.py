@@ -133,7 +133,9 @@ def engine_config(tiny_config, cache_dir: Path, tmp_path_factory: pytest.TempPat
 @pytest.fixture
 def engine_log(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
     """The engine's start-up lines of this test: vLLM's (its stat logger writes each step's line on this process's
-    stdout; vLLM re-applies its own logging config as an engine starts, so they are read there) and the solver's."""
+    stdout; vLLM re-applies its own logging config as an engine starts, so they are read there) and the solver's.
+    Where vLLM's handler writes to a stream bound before this test (vLLM imported under an earlier test's capture,
+    as on a test worker), its lines are taken from its logger instead."""
     pytest.importorskip("vllm")
     monkeypatch.setenv("VLLM_LOGGING_LEVEL", "INFO")
     for handler in logging.getLogger("vllm").handlers:
@@ -151,8 +153,24 @@ def engine_log(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatc
     level = solver_log.level
     solver_log.addHandler(handler)
     solver_log.setLevel(logging.INFO)
+    vllm_lines: list[str] = []
+
+    class KeepVllm(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            vllm_lines.append(self.format(record))
+
+    vllm_handler = KeepVllm()
+    vllm_handler.setFormatter(logging.Formatter(EPOCH_FORMAT))
+    logging.getLogger("vllm").addHandler(vllm_handler)
     saved = {name: os.environ.get(name) for name in CACHE_ENV}
-    yield lambda: capfd.readouterr().out.splitlines() + solver_lines
+
+    def lines() -> list[str]:
+        out = capfd.readouterr().out.splitlines()
+        stepped = any("Iteration(" in line for line in out)
+        return out + solver_lines + ([] if stepped else vllm_lines)
+
+    yield lines
+    logging.getLogger("vllm").removeHandler(vllm_handler)
     solver_log.removeHandler(handler)
     solver_log.setLevel(level)
     for name, value in saved.items():  # the cache's copy is this module's: later engines start without it
