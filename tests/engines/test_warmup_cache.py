@@ -141,26 +141,25 @@ def engine_log(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatc
     for handler in logging.getLogger("vllm").handlers:
         handler.setLevel(logging.INFO)
     logging.getLogger("vllm").setLevel(logging.INFO)
-    solver_lines: list[str] = []
-
     class Keep(logging.Handler):
+        """Each record, formatted with its epoch seconds, kept in ``lines``."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.lines: list[str] = []
+            self.setFormatter(logging.Formatter(EPOCH_FORMAT))
+
         def emit(self, record: logging.LogRecord) -> None:
-            solver_lines.append(self.format(record))
+            self.lines.append(self.format(record))
 
     handler = Keep()
-    handler.setFormatter(logging.Formatter(EPOCH_FORMAT))
+    solver_lines = handler.lines
     solver_log = logging.getLogger("solver.engines")
     level = solver_log.level
     solver_log.addHandler(handler)
     solver_log.setLevel(logging.INFO)
-    vllm_lines: list[str] = []
-
-    class KeepVllm(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            vllm_lines.append(self.format(record))
-
-    vllm_handler = KeepVllm()
-    vllm_handler.setFormatter(logging.Formatter(EPOCH_FORMAT))
+    vllm_handler = Keep()
+    vllm_lines = vllm_handler.lines
     logging.getLogger("vllm").addHandler(vllm_handler)
     saved = {name: os.environ.get(name) for name in CACHE_ENV}
 
