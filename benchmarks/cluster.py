@@ -107,16 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"workload: {args.problems} problems x {args.reps} repetitions together, {args.max_tokens} tokens per "
           f"turn, preset {args.preset}")
     if args.dry_run:
-        from solver.commands.dryrun import DryRun
+        from solver.commands.dryrun import engine_dry_run
 
-        dry = DryRun("cluster.py")
-        try:
-            dry.engine(config)
-        except ValueError as exc:
-            parser.error(str(exc))
-        dry.add(f"{len(problems)} problems in process, then on one engine actor on a local Ray; engine args "
+        plan = (f"{len(problems)} problems in process, then on one engine actor on a local Ray; engine args "
                 f"{json.dumps(config.engine.args, sort_keys=True)}")
-        return dry.print()
+        return engine_dry_run("cluster.py", config, plan, parser.error)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     with tempfile.TemporaryDirectory() as tmp:
         a = asyncio.run(in_process(config, problems, warm, Path(tmp)))

@@ -464,16 +464,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{max_tokens} tokens ({total} per repetition), logprobs {config.sampling.logprobs}")
     problems = [replace(p, text=p.text + CODE_HINT) for p in load_problems("demo", limit=problems_n)]
     if args.dry_run:
-        from solver.commands.dryrun import DryRun
+        from solver.commands.dryrun import engine_dry_run
 
-        dry = DryRun("engine.py")
-        try:
-            dry.engine(config)
-        except ValueError as exc:
-            parser.error(str(exc))
-        dry.add(f"contenders {', '.join(sorted(contenders))} and the raw engine on {len(problems)} problems; engine "
+        plan = (f"contenders {', '.join(sorted(contenders))} and the raw engine on {len(problems)} problems; engine "
                 f"args {json.dumps(config.engine.args, sort_keys=True)}")
-        return dry.print()
+        return engine_dry_run("engine.py", config, plan, parser.error)
     from solver.models import resolve_model
 
     model = resolve_model(config.engine.model)

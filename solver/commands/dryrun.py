@@ -14,7 +14,7 @@ runs").
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,3 +127,16 @@ class DryRun:
         """Print the report; the dry run's exit code (0)."""
         print("\n".join(self.lines()), flush=True)
         return 0
+
+
+def engine_dry_run(command: str, config: Any, plan: str, fail: Callable[[str], Any]) -> int:
+    """A command that starts one engine, dry-run: the engine ``config`` would start checked (``DryRun.engine``;
+    ``fail``, e.g. an argument parser's ``error``, takes the one line that says what is wrong), then ``plan``
+    printed as the command's plan; the exit code (0)."""
+    dry = DryRun(command)
+    try:
+        dry.engine(config)
+    except ValueError as exc:
+        return fail(str(exc))
+    dry.add(plan)
+    return dry.print()

@@ -5,7 +5,6 @@ a figure on one of them is printed as the fit's residual, never as a check (``be
 
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 
@@ -18,17 +17,6 @@ ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"
 
 SLICE = "h100_day-slice.json"
-
-
-def result(name: str) -> dict:
-    data = json.loads((RESULTS / name).read_text())
-    data["_file"] = name
-    return data
-
-
-@pytest.fixture(scope="module")
-def check():
-    return importlib.import_module("solver.kaggle.day_check")  # benchmarks/day_check.py's core
 
 
 def test_every_shipped_model_names_the_runs_its_numbers_were_fitted_on() -> None:
@@ -44,17 +32,17 @@ def test_every_shipped_model_names_the_runs_its_numbers_were_fitted_on() -> None
                 assert file in model.sources[f"step_s.{b}"] or "NOTES" in model.sources[f"step_s.{b}"], (name, b)
 
 
-def test_a_fit_names_what_each_file_fed() -> None:
+def test_a_fit_names_what_each_file_fed(results) -> None:
     base = load_time_model("h100-gptoss")
-    model = fit(base, days=[result(SLICE)])
+    model = fit(base, days=[results(SLICE)])
     assert set(model.fed(SLICE)) == {"step_s.7", "context_s", "request_s"}
     assert model.fed_by("context_s") == (SLICE,)
     assert model.fed("h100_real-t-36k.json") == ()
 
 
-def test_the_slice_the_model_was_fitted_on_is_called_in_sample(check, capsys, tmp_path) -> None:
+def test_the_slice_the_model_was_fitted_on_is_called_in_sample(results, check, capsys, tmp_path) -> None:
     """Any model fitted on a day file, given that file, prints its figures as the residual and checks held out."""
-    model = fit(load_time_model("h100-gptoss"), days=[result(SLICE)], name="refit")
+    model = fit(load_time_model("h100-gptoss"), days=[results(SLICE)], name="refit")
     path = tmp_path / "refit.yaml"
     path.write_text(dump(model))
     out = tmp_path / "check.json"
@@ -97,10 +85,10 @@ def test_fit_check_refuses_a_day_slice_in_one_line(capsys) -> None:
     assert err.count("\n") == 1 and "benchmarks/day_check.py plays it" in err
 
 
-def test_a_held_out_refit_never_sees_the_problem() -> None:
+def test_a_held_out_refit_never_sees_the_problem(results) -> None:
     """The fold is the fit on the other problems, whatever the left-out problem's timeline says."""
     model = load_time_model("h100-gptoss")
-    data = result(SLICE)
+    data = results(SLICE)
     left = data["problems"][0]["id"]
     fold = held_out(model, [data], left)
     assert fold == fit(model, days=[without_problem(data, left)])
@@ -114,9 +102,9 @@ def test_a_held_out_refit_never_sees_the_problem() -> None:
         day_fit(data, model.prefill_tokens_per_s).seconds
 
 
-def test_a_fold_leaves_a_problem_out_of_every_slice_that_played_it() -> None:
+def test_a_fold_leaves_a_problem_out_of_every_slice_that_played_it(results) -> None:
     """The same problem in two runs plays the same attempts: held out of both."""
-    data = result(SLICE)
+    data = results(SLICE)
     twice = {**data, "_file": "again.json", "problems": data["problems"][:1],
              "plan": [r for r in data["plan"] if r["problem"] == data["problems"][0]["id"]]}
     assert without_problem(twice, data["problems"][0]["id"]) is None
@@ -129,24 +117,24 @@ H200 = ("h200_day-b-warmup.json", "h200_day-c-cache.json")  # the slices h200-gp
 COLD = "h200_day-a-cold.json"  # the same preset without the warm-up: compile holds inside the problems
 
 
-def test_each_h200_slice_is_checked_on_the_fit_of_the_other(check) -> None:
+def test_each_h200_slice_is_checked_on_the_fit_of_the_other(results, check) -> None:
     """Two remedied problems: fit on one, check on the other, both ways; the shipped model is the fit on both."""
     model = load_time_model("h200-gptoss")
     fitted = check.fitted_days(model, RESULTS)
     assert sorted(d["_file"] for d in fitted) == sorted(H200)
     for mine, other in (H200, H200[::-1]):
-        (row,) = check.compare(result(mine), model, fitted)
+        (row,) = check.compare(results(mine), model, fitted)
         fold = held_out(model, fitted, row.id)
-        assert fold == fit(model, days=[result(other)])
-        assert row.held_out_s == next(r.simulated_s for r in check.played(result(mine), fold))
+        assert fold == fit(model, days=[results(other)])
+        assert row.held_out_s == next(r.simulated_s for r in check.played(results(mine), fold))
         assert abs(row.check_gap) <= check.PROBLEM_TARGET and row.same_stop, row
 
 
-def test_the_h200_model_has_no_holds_and_under_predicts_the_cold_run_by_them(check) -> None:
+def test_the_h200_model_has_no_holds_and_under_predicts_the_cold_run_by_them(results, check) -> None:
     """The cold run (no warm-up) held for its compiles; the model of the warmed-up engine is short by about those
     seconds: the run less its holds is within 10 % of the model on each problem, the run with them is not."""
     model = load_time_model("h200-gptoss")
-    rows = check.compare(result(COLD), model, check.fitted_days(model, RESULTS))
+    rows = check.compare(results(COLD), model, check.fitted_days(model, RESULTS))
     assert model.fed(COLD) == ()
     for r in rows:
         assert r.holds > 0 and r.check_gap > 0.10, r
