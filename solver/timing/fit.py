@@ -266,7 +266,7 @@ def held_out(model: EngineTimeModel, days: list[dict[str, Any]], problem: str) -
     kept = [d for d in (without_problem(day, problem) for day in days) if d is not None]
     if not kept:
         raise ConfigError(f"the fit of {model.name} has no problem but {problem}: nothing to refit without it")
-    return fit(model, days=kept)
+    return fit(model, days=kept, fitted=days)
 
 
 def request_latency(timeline: list[dict[str, Any]], prefill_tokens_per_s: float) -> float:
@@ -387,16 +387,18 @@ def _scaled_like(model: EngineTimeModel, like: dict[str, Any], decode: DecodeFit
 
 def fit(base: EngineTimeModel, timeline_data: dict[str, Any] | None = None, probes: list[dict[str, Any]] = (),
         contender: str | None = None, name: str | None = None, fault: dict[str, Any] | None = None,
-        days: list[dict[str, Any]] = (), like: dict[str, Any] | None = None) -> EngineTimeModel:
+        days: list[dict[str, Any]] = (), like: dict[str, Any] | None = None,
+        fitted: list[dict[str, Any]] = ()) -> EngineTimeModel:
     """``base`` with what the given files measure fitted again (see the module docstring); the cache size is the
     first probes file's, the rebuild the ``fault`` day file's; the ``days`` slices' decode and requests last,
     fitted together. Every number fitted names its files in ``fitted_on``.
 
-    A step point the same day files fed by a ratio (below) moves with the fitted step, by the new step over the
-    old at the fitted batch, so a refit on fewer problems (``held_out``) leaves none of the others' say in it.
     ``like``: a day slice of the base's own machine; the base's step points at the batches the days do not
-    measure are then scaled by the days' hold-free step over ``like``'s at the same batch (another machine's
-    model carried over by what both measured)."""
+    measure are then scaled, once, by the days' hold-free step over ``like``'s at the same batch (another
+    machine's model carried over by what both measured). ``fitted``: the day slices ``base`` was fitted on, when
+    ``days`` are those slices with problems left out (``held_out``); the step points they fed by that ratio move
+    by the hold-free step of ``days`` over theirs, so a refit on fewer problems keeps none of the left-out
+    problem's say in them. Without ``fitted`` those points stay."""
     model, sources = base, dict(base.sources)
     inputs = {n: list(f.file for f in base.fitted_on if n in f.numbers)
               for n in {n for f in base.fitted_on for n in f.numbers}}
@@ -441,13 +443,17 @@ def fit(base: EngineTimeModel, timeline_data: dict[str, Any] | None = None, prob
         named = " + ".join(files)
         found = day_fit(list(days), model.prefill_tokens_per_s)
         decode, scale = found.decode, 1.0 / (1.0 - found.hold_share)
+        # The points these days fed by a ratio (an earlier ``like``) were scaled by the hold-free step of the slices
+        # that fit saw: they move by this fit's hold-free step over that one (hold-free over hold-free, as the ratio
+        # was), before ``like`` scales the base's points by this fit's, so no point is scaled twice.
+        if fitted:
+            moved = decode.step_s / day_fit(list(fitted), model.prefill_tokens_per_s).decode.step_s
+            model = replace(model, step_s=tuple(
+                (b, round(s * moved, 7)) if b != decode.sequences and set(inputs.get(f"step_s.{b}", ())) & set(files)
+                else (b, s) for b, s in model.step_s))
         if like is not None:
             model = _scaled_like(model, like, found.decode, files, sources, inputs)
         step = round(decode.step_s * scale, 7)
-        moved = step / model.base_seconds(decode.sequences)  # the points these days fed by a ratio move with it
-        model = replace(model, step_s=tuple(
-            (b, round(s * moved, 7)) if b != decode.sequences and set(inputs.get(f"step_s.{b}", ())) & set(files)
-            else (b, s) for b, s in model.step_s))
         model = replace(with_step(model, decode, step, sources),
                         context_s=float(f"{decode.context_s * scale:.4g}"), request_s=found.request_s)
         held = (f"times {scale:.4f} for the engine's holds ({found.holds} waits of over {HOLD_S:g} s for a first "

@@ -47,7 +47,7 @@ def test_the_same_problem_after_the_rebuild_is_held_out_of_the_fit(results, chec
     killed, again = check.compare(results("h100_day-fault.json"), model, check.fitted_days(model, RESULTS))
     assert killed.killed and killed.answer_m == "0" and killed.held_out_s is None  # not compared
     assert again.id == HELD_MOST and again.same_stop and again.held_out_s is not None, again
-    assert check.verdict([killed, again])[1][2] == "same stops: 1/1"
+    assert check.verdict([killed, again])[1][2] == "same stops (held out): 1/1 under the deadline, 1/1 uncapped"
 
 
 def test_the_holds_the_model_pays(results, rows) -> None:
