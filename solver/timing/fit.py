@@ -262,7 +262,9 @@ def without_problem(day: dict[str, Any], problem: str) -> dict[str, Any] | None:
 def held_out(model: EngineTimeModel, days: list[dict[str, Any]], problem: str) -> EngineTimeModel:
     """``model`` refitted on its day slices (``days``, the files ``model.fed_by("context_s")``) with ``problem``
     left out of every one (the same problem in another run plays the same attempts): the model that never saw
-    it, whose figure on the problem estimates the fit's error (leave one problem out)."""
+    it, whose figure on the problem estimates the fit's error (leave one problem out). Its numbers are those of the
+    fit from the base on the other problems alone, the step points the slices fed by a ratio (``like``) included:
+    they move by the kept problems' hold-free step over all of theirs (``fit``'s ``fitted``)."""
     kept = [d for d in (without_problem(day, problem) for day in days) if d is not None]
     if not kept:
         raise ConfigError(f"the fit of {model.name} has no problem but {problem}: nothing to refit without it")
