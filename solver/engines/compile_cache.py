@@ -183,9 +183,12 @@ def cache_verdict_line(verdict: CacheVerdict, manifest: CacheManifest, vllm_here
     """The used cache's line: what it holds and where it went, and what will compile again anyway.
 
     >>> m = CacheManifest(Fingerprint("0.26.0", "2.11.0", "config.json 1a2b", "NVIDIA H200"), "t", 3, 2**21, "d",
-    ...                   "/tmp/solver-models/1a2b", "gpt-oss-120b", "/usr/lib/python3/site-packages/vllm")
-    >>> cache_verdict_line(CacheVerdict(True, "X: used (...)"), m, "/opt/venv/site-packages/vllm", Path("/w"))
-    'X: used (...); 3 files, 2 MiB, built from gpt-oss-120b, copied to /w; vLLM is installed at /opt/venv/site-packages/vllm, not /usr/lib/python3/site-packages/vllm as at build: its compiled graphs compile again'
+    ...                   "/tmp/solver-models/1a2b", "gpt-oss-120b", "/usr/lib/vllm")
+    >>> line = cache_verdict_line(CacheVerdict(True, "X: used (...)"), m, "/opt/v/vllm", Path("/w"))
+    >>> for part in line.split("; "): print(part)
+    X: used (...)
+    3 files, 2 MiB, built from gpt-oss-120b, copied to /w
+    vLLM is installed at /opt/v/vllm, not /usr/lib/vllm as at build: its compiled graphs compile again
     """
     line = (f"{verdict.line}; {manifest.files} files, {manifest.bytes / 2**20:.0f} MiB, built from "
             f"{manifest.model_name or manifest.model_path}, copied to {work}")
@@ -208,18 +211,20 @@ def model_identity(model_path: str) -> str:
 
 
 def place_model(model_path: str, link: Path) -> str:
-    """Make ``link`` (a path :func:`model_link` named) lead to the model folder ``model_path``, and return the path
-    the engine should load the model through: ``link``, or the model's own path where the link cannot be made
-    (the cache's Triton kernels still apply; vLLM's compiled graphs then compile). A link already there for another
-    folder is ours to move: it is a link under :data:`LINK_ROOT`, named by this model's config."""
+    """Make ``link`` (the path the building engine loaded the model through) lead to the model folder
+    ``model_path``, and return the path the engine should load the model through: ``link``, or the model's own path
+    where the link cannot be made (the cache's Triton kernels still apply; vLLM's compiled graphs then compile).
+    Only a missing path is made, and only a link of ours (under :data:`LINK_ROOT`) is moved: anything else there
+    is the user's, and may hold other weights."""
     target = Path(model_path).resolve()
     if link.resolve() == target:
         return str(link)
     try:
-        if link.is_symlink():
-            link.unlink()
-        elif link.exists():
-            log.warning("%s exists and is not the model's link: the model is loaded from %s", link, model_path)
+        if link.is_symlink() and link.parent == LINK_ROOT:
+            link.unlink()  # ours, left for a folder the model is no longer in
+        elif link.exists() or link.is_symlink():
+            log.warning("%s is not this model: it is loaded from %s, and vLLM's compiled graphs compile again",
+                        link, model_path)
             return model_path
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(target, target_is_directory=True)

@@ -388,12 +388,16 @@ class DaySession:
 
 def start_notes(engine: Any, seconds: float) -> dict[str, Any]:
     """An engine start as the call's record keeps it: its seconds (warm-up included), the warm-up's shapes and
-    seconds, and what became of the compile cache."""
+    seconds, the engine's prefix-cache counters at its end, and what became of the compile cache."""
     warmup, cache = getattr(engine, "warmup", None), getattr(engine, "compile_cache", None)
+    mark = getattr(engine, "started", None)
     return {"seconds": round(seconds, 3), "epoch_end": round(time.time(), 3),
             "warmup": None if warmup is None else {"shapes": len(warmup.shapes), "tokens": warmup.tokens,
                                                    "seconds": warmup.seconds, "failed": warmup.failed,
                                                    "line": warmup.line()},
+            # the prefix-cache counters the start left (its warm-up's lookups): no problem's figures count them
+            "prefix_queries": None if mark is None else mark.prefix_queries,
+            "prefix_hits": None if mark is None else mark.prefix_hits,
             "compile_cache": None if cache is None else {"used": cache.usable, "line": cache.line}}
 
 

@@ -139,6 +139,18 @@ def test_a_renamed_folder_is_used_through_the_link_the_build_loaded_it_by_and_a_
     assert not (tmp_path / "work2").exists()
 
 
+def test_a_path_the_build_loaded_from_that_holds_something_else_is_left_alone(
+        tmp_path: Path, clean_cache_env: None) -> None:
+    cache = packed(tmp_path)
+    link = Path(read_manifest(cache).model_path)
+    other = model_folder(link, b'{"hidden_size": 8}')  # the user's own folder at that path (other weights)
+    mine = model_folder(tmp_path / "kaggle" / "gpt-oss-120b", b'{"hidden_size": 2880}')
+    verdict = use_cache(cache, HERE, tmp_path / "work", model_path=str(mine))
+    assert verdict.usable and verdict.model_path == str(mine)
+    assert verdict.line.endswith(f"the model loaded through {mine}, not {link}: vLLM's compiled graphs compile again")
+    assert not other.is_symlink() and (other / "config.json").read_bytes() == b'{"hidden_size": 8}'
+
+
 @pytest.mark.parametrize("damage, says", [
     ("truncate", "it holds 3 files, 12 bytes, its manifest says 3 files, 13 bytes (truncated or changed)"),
     ("remove", "it holds 2 files, 12 bytes, its manifest says 3 files, 13 bytes (truncated or changed)"),
