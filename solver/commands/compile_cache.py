@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import datetime
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -74,9 +75,12 @@ def run(args: argparse.Namespace) -> int:
         os.environ["VLLM_CACHE_ROOT"] = str(root)
         # Triton's kernels inside the root too (as the H200's measured build had them), where pack merges them
         os.environ["TRITON_CACHE_DIR"] = str(root / "triton_cache")
-        shapes = asyncio.run(_warm_engine(config, through))
-        manifest = pack(root, out, here, now, model_path=through, warmup_shapes=shapes, model_name=Path(model).name,
-                        vllm_path=vllm_location())
+        try:
+            shapes = asyncio.run(_warm_engine(config, through))
+            manifest = pack(root, out, here, now, model_path=through, warmup_shapes=shapes,
+                            model_name=Path(model).name, vllm_path=vllm_location())
+        finally:
+            shutil.rmtree(root, ignore_errors=True)  # packed (copied) into --out, or nothing to keep
     print(f"compile cache written to {out}: {manifest.files} files, {manifest.bytes / 2**20:.1f} MiB, built for "
           f"vLLM {manifest.fingerprint.vllm}, {manifest.model_name} ({manifest.fingerprint.model}, loaded through "
           f"{manifest.model_path}), {manifest.fingerprint.device}")
