@@ -22,7 +22,7 @@ a folder of another name would miss them and compile again (150 s cold against 5
 backend on an H200, which compiles no Triton kernel at all). So the engine loads the model through a link whose path
 depends on the config only (:func:`model_link`), made at build and made again where the cache is used
 (:func:`place_model`), and the manifest records that path. vLLM's key also holds the paths of its own traced source
-files (``backends.py`` 1043-1054; the AOT load checks them, ``decorators.py`` 265-281): a vLLM installed elsewhere
+files (``backends.py`` 1042-1055; the AOT load checks them, ``decorators.py`` 265-281): a vLLM installed elsewhere
 than where the cache was built recompiles its graphs, which the line names.
 
 A cache is checked whole before it is used: its files' count, bytes and one sha256 over them all are in the
