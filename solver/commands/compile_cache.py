@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import datetime
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -43,7 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    from solver.engines.compile_cache import check_fingerprint, fingerprint_here, pack, read_manifest
+    from solver.engines.compile_cache import (check_cache, fingerprint_here, model_identity, model_link, pack,
+                                              place_model, read_manifest, vllm_location)
     from solver.models import resolve_model
 
     config = config_from_args(args)
@@ -56,33 +58,44 @@ def run(args: argparse.Namespace) -> int:
         return dry_run(args, config)
     model = resolve_model(config.engine.model)
     if args.verb == "check":
-        built = read_manifest(args.cache).fingerprint
-        here = fingerprint_here(model, config.engine.args)
-        verdict = check_fingerprint(built, here, where=f"the compile cache {args.cache}")
+        read_manifest(args.cache)  # not a cache at all: a bad argument (exit 2), before reading its files
+        verdict, _ = check_cache(args.cache, fingerprint_here(model, config.engine.args))
         print(verdict.line)
         return 0 if verdict.usable else EXIT_FAILED
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    here = fingerprint_here(model, config.engine.args)
     if args.verb == "pack":
-        manifest = pack(args.root, out, fingerprint_here(model, config.engine.args), now)
+        # the root's engine was given the model as --model gives it: vLLM keyed its compiled graphs by that path
+        manifest = pack(args.root, out, here, now, model_path=str(Path(model).absolute()) if Path(model).is_dir()
+                        else model, model_name=Path(model).name, vllm_path=vllm_location())
     else:
+        # the engine loads the model through a link named by its config, made again wherever the cache is used
+        through = place_model(model, model_link(model_identity(model))) if Path(model).is_dir() else model
         root = Path(tempfile.mkdtemp(prefix="solver-cache-build-"))
         os.environ["VLLM_CACHE_ROOT"] = str(root)
         # Triton's kernels inside the root too (as the H200's measured build had them), where pack merges them
         os.environ["TRITON_CACHE_DIR"] = str(root / "triton_cache")
-        shapes = asyncio.run(_warm_engine(config))
-        manifest = pack(root, out, fingerprint_here(model, config.engine.args), now, warmup_shapes=shapes)
+        try:
+            shapes = asyncio.run(_warm_engine(config, through))
+            manifest = pack(root, out, here, now, model_path=through, warmup_shapes=shapes,
+                            model_name=Path(model).name, vllm_path=vllm_location())
+        finally:
+            shutil.rmtree(root, ignore_errors=True)  # packed (copied) into --out, or nothing to keep
     print(f"compile cache written to {out}: {manifest.files} files, {manifest.bytes / 2**20:.1f} MiB, built for "
-          f"vLLM {manifest.fingerprint.vllm}, {manifest.fingerprint.model}, {manifest.fingerprint.device}")
+          f"vLLM {manifest.fingerprint.vllm}, {manifest.model_name} ({manifest.fingerprint.model}, loaded through "
+          f"{manifest.model_path}), {manifest.fingerprint.device}")
     return 0
 
 
-async def _warm_engine(config: object) -> int:
-    """Start the config's engine with its warm-up on, close it; the step shapes warmed."""
+async def _warm_engine(config: object, model: str) -> int:
+    """Start the config's engine on ``model`` (the path vLLM keys its compiled graphs by) with its warm-up on,
+    close it; the step shapes warmed."""
     import dataclasses
 
     from solver.engines.vllm_async import open_vllm_engine
 
-    engine_config = dataclasses.replace(config.engine, warmup=True, compile_cache=None)  # type: ignore[attr-defined]
+    engine_config = dataclasses.replace(config.engine, model=model, warmup=True,  # type: ignore[attr-defined]
+                                        compile_cache=None)
     engine = await open_vllm_engine(dataclasses.replace(config, engine=engine_config))  # type: ignore[type-var]
     try:
         return len(engine.warmup.shapes) if engine.warmup else 0
@@ -100,8 +113,9 @@ def dry_run(args: argparse.Namespace, config: object) -> int:
     dry.engine(config, ConfigError)
     if args.verb == "check" and dry.present(args.cache, "the cache", ConfigError):
         manifest = read_manifest(args.cache)
-        dry.add(f"the cache: built for vLLM {manifest.fingerprint.vllm}, {manifest.fingerprint.model}, "
-                f"{manifest.fingerprint.device} (checked against this machine when run)")
+        dry.add(f"the cache: built for vLLM {manifest.fingerprint.vllm}, {manifest.model_name} "
+                f"({manifest.fingerprint.model}), {manifest.fingerprint.device} (checked against this machine, and "
+                "its files against its manifest, when run)")
     if args.verb == "pack" and dry.present(args.root, "the root", ConfigError):
         dry.add(f"pack {args.root} into {args.out}")
     if args.verb == "build":

@@ -105,6 +105,22 @@ class MetricsSample:
     prefix_hits: float
 
 
+@dataclass(frozen=True)
+class StartMark:
+    """An engine's start as its metrics see it: from ``begin`` to ``end`` (seconds on one clock) the engine was
+    starting, its warm-up's requests included; at ``end`` its prefix-cache counters read these (tokens). A
+    problem's figures count from here (``solver.kaggle.day.hit_rate``)."""
+
+    begin: float
+    end: float
+    prefix_queries: float
+    prefix_hits: float
+
+    def shifted(self, t0: float) -> StartMark:
+        """The same on a clock that reads 0 at ``t0`` (a ``Sampler``'s)."""
+        return StartMark(self.begin - t0, self.end - t0, self.prefix_queries, self.prefix_hits)
+
+
 def in_process_sample() -> tuple[UsageReading, float, float]:
     """vLLM's metrics in this process (``vllm_compat.metrics_snapshot``)."""
     from solver.engines.vllm_compat import metrics_snapshot

@@ -10,6 +10,7 @@ import dataclasses
 import logging
 import os
 import tempfile
+import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 from solver.config import Config, ConfigError
 from solver.core.confidence import token_confidence
 from solver.engines.compile_cache import CacheVerdict
+from solver.engines.timeline import StartMark, in_process_sample
 from solver.engines.vllm_compat import engine_shape, num_unfinished_requests, streaming_input_class
 from solver.engines.warmup import WarmupReport, run_warmup
 from solver.errors import first_line
@@ -55,6 +57,8 @@ class VllmEngine:
         self._closed = False
         self.warmup: WarmupReport | None = None  # the start's warm-up (engine.warmup), None when it ran none
         self.compile_cache: CacheVerdict | None = None  # what became of engine.compile_cache, None when unset
+        # the start (its warm-up included) and the engine's counters at its end: the problems' figures count from it
+        self.started: StartMark | None = None
 
     def session(self) -> VllmSession | None:
         """One engine request for a whole repetition (vLLM's streaming-input requests), or None when the
@@ -298,18 +302,21 @@ def compile_cache_work_dir() -> Path:
 
 
 def apply_compile_cache(config: Config, model: str) -> CacheVerdict | None:
-    """Use ``engine.compile_cache`` if it was built for this vLLM, model and GPU (its line logged either way)."""
+    """Use ``engine.compile_cache`` if it was built for this vLLM, model config and GPU and is whole (its line
+    logged either way); the verdict's ``model_path`` is the path to hand vLLM (the link its compiled graphs are
+    keyed by)."""
     if not config.engine.compile_cache:
         return None
-    from solver.engines.compile_cache import fingerprint_here, use_cache
+    from solver.engines.compile_cache import fingerprint_here, use_cache, vllm_location
 
     verdict = use_cache(Path(config.engine.compile_cache), fingerprint_here(model, config.engine.args),
-                        compile_cache_work_dir())
+                        compile_cache_work_dir(), model_path=model, vllm_here=vllm_location())
     (log.info if verdict.usable else log.warning)(verdict.line)
     return verdict
 
 
 async def open_vllm_engine(config: Config) -> VllmEngine:
+    begin = time.perf_counter()
     for key, value in config.engine.env.items():
         os.environ.setdefault(key, str(value))  # the user's own environment wins over the preset
     model = resolve_model(config.engine.model)
@@ -331,7 +338,8 @@ async def open_vllm_engine(config: Config) -> VllmEngine:
             if not self._shut:
                 super().__del__()
 
-    args = engine_args(config, model)
+    # the model through the cache's link where one was placed: vLLM keys its compiled graphs by the path it is given
+    args = engine_args(config, verdict.model_path if verdict is not None and verdict.model_path else model)
     check_sampling_extra(config.sampling.extra)
     if config.engine.streaming_input and streaming_input_class() is None:
         import vllm
@@ -348,4 +356,12 @@ async def open_vllm_engine(config: Config) -> VllmEngine:
         except BaseException:
             llm.shutdown()  # a start that fails (or is cancelled) mid warm-up leaves no engine core behind
             raise
+    engine.started = start_mark(begin)
     return engine
+
+
+def start_mark(begin: float) -> StartMark:
+    """The start that began at ``begin`` (perf_counter) ends now; vLLM's counters as it left them (the warm-up's
+    prompts are in them: every prefix-cache lookup it made missed, by design)."""
+    _, queries, hits = in_process_sample()
+    return StartMark(begin, time.perf_counter(), queries, hits)

@@ -56,7 +56,7 @@ from typing import Any
 
 from solver.config import Config, ConfigError, parse_overrides
 from solver.core.clock import DayClock
-from solver.engines.timeline import Sampler, RequestTimeline, TimedEngine, in_process_reader
+from solver.engines.timeline import Sampler, RequestTimeline, StartMark, TimedEngine, in_process_reader
 from solver.errors import BadInput
 from solver.files import atomic_write
 from solver.recordings import (DEFAULT_ATTEMPTS_FILE, TOOL_TIME_MODES, Caps, HarmonyEndings, RecordedCalls, Replay,
@@ -139,22 +139,37 @@ def day_budget(budget: Any, problems: int, rules: str) -> dict[str, Any]:
     return out
 
 
-def hit_rate(samples: Sequence[Any]) -> float | None:
-    """Prefix-cache hits over queries (tokens) across polled samples (``timeline.Sample``); counters that start
-    again from zero (a rebuilt engine registers its metrics afresh) count on from there.
+def hit_rate(samples: Sequence[Any], starts: Sequence[StartMark] = ()) -> float | None:
+    """Prefix-cache hits over queries (tokens) across polled samples (``timeline.MetricsSample``); counters that
+    start again from zero (a rebuilt engine registers its metrics afresh) count on from there. ``starts``: the
+    engine starts within them, on the samples' clock (``timeline.StartMark``): what the counters moved while an
+    engine started (its warm-up's prompts, every lookup a miss) is no problem's; counting goes on from the counters
+    at its end.
 
     >>> from types import SimpleNamespace as S
-    >>> hit_rate([S(prefix_queries=100, prefix_hits=50), S(prefix_queries=300, prefix_hits=150),
-    ...           S(prefix_queries=100, prefix_hits=100)])
+    >>> hit_rate([S(t=0, prefix_queries=100, prefix_hits=50), S(t=1, prefix_queries=300, prefix_hits=150),
+    ...           S(t=2, prefix_queries=100, prefix_hits=100)])
     0.6666666666666666
-    >>> hit_rate([S(prefix_queries=0, prefix_hits=0)]) is None
+    >>> hit_rate([S(t=0, prefix_queries=0, prefix_hits=0)]) is None
     True
+
+    The first problem opens the engine: before it, no counters; its warm-up looks up 264,000 tokens and finds none,
+    then the problem finds 990 of its 1,000 (the samples alone would say 0.4 %):
+
+    >>> samples = [S(t=0, prefix_queries=0, prefix_hits=0), S(t=50, prefix_queries=200_000, prefix_hits=0),
+    ...            S(t=100, prefix_queries=264_500, prefix_hits=450), S(t=101, prefix_queries=265_000, prefix_hits=990)]
+    >>> round(hit_rate(samples), 4), hit_rate(samples, [StartMark(1, 99, 264_000, 0)])
+    (0.0037, 0.99)
     """
+    events = sorted([(s.t, False, s.prefix_queries, s.prefix_hits) for s in samples]
+                    + [(m.end, True, m.prefix_queries, m.prefix_hits) for m in starts], key=lambda e: (e[0], not e[1]))
     hits = queries = 0.0
-    for a, b in zip(samples, samples[1:]):
-        dq, dh = b.prefix_queries - a.prefix_queries, b.prefix_hits - a.prefix_hits
+    for (_, _, qa, ha), (tb, mark, qb, hb) in zip(events, events[1:]):
+        if mark or any(m.begin <= tb <= m.end for m in starts):
+            continue  # up to a start's end: its counters, not a problem's
+        dq, dh = qb - qa, hb - ha
         if dq < 0 or dh < 0:
-            dq, dh = b.prefix_queries, b.prefix_hits
+            dq, dh = qb, hb
         queries, hits = queries + dq, hits + dh
     return hits / queries if queries > 0 else None
 
@@ -287,6 +302,7 @@ class Recorder:
         self.timed: list[TimedEngine] = []
         self.events: list[tuple[str, float, float]] = []  # (open | close | open-failed, perf_counter at end, seconds)
         self.starts: list[dict[str, Any]] = []  # per engine start: its warm-up and compile cache (engine.warmup...)
+        self.marks: list[StartMark] = []  # per engine start: its span and counters (perf_counter), for the figures
         self.reps: list[Any] = []
         self.ready = False  # an engine is open and not known dead
         self.killed = False
@@ -349,6 +365,9 @@ class DaySession:
             self.recorder.opened(None, time.perf_counter() - t0)
             raise
         self.recorder.starts.append(start_notes(engine, time.perf_counter() - t0))
+        mark = getattr(engine, "started", None)
+        if mark is not None:
+            self.recorder.marks.append(mark)
         timed = TimedEngine(engine, self.recorder.timeline)
         self.engine = replay_on_engine(timed, self.problems, self.script)
         self.sandbox = RecordedCalls(sandbox, self.problems, OutputStyle.from_config(self.config.prompt),
@@ -369,12 +388,16 @@ class DaySession:
 
 def start_notes(engine: Any, seconds: float) -> dict[str, Any]:
     """An engine start as the call's record keeps it: its seconds (warm-up included), the warm-up's shapes and
-    seconds, and what became of the compile cache."""
+    seconds, the engine's prefix-cache counters at its end, and what became of the compile cache."""
     warmup, cache = getattr(engine, "warmup", None), getattr(engine, "compile_cache", None)
+    mark = getattr(engine, "started", None)
     return {"seconds": round(seconds, 3), "epoch_end": round(time.time(), 3),
             "warmup": None if warmup is None else {"shapes": len(warmup.shapes), "tokens": warmup.tokens,
                                                    "seconds": warmup.seconds, "failed": warmup.failed,
                                                    "line": warmup.line()},
+            # the prefix-cache counters the start left (its warm-up's lookups): no problem's figures count them
+            "prefix_queries": None if mark is None else mark.prefix_queries,
+            "prefix_hits": None if mark is None else mark.prefix_hits,
             "compile_cache": None if cache is None else {"used": cache.usable, "line": cache.line}}
 
 
@@ -753,7 +776,8 @@ class DayCall:
         for rep in reps:
             statuses[rep.status] = statuses.get(rep.status, 0) + 1
         usage = sampler.usage if sampler.samples else None
-        hit = hit_rate(sampler.samples)
+        # the engine's start (its warm-up's requests) within this problem is kept out of its figures
+        hit = hit_rate(sampler.samples, [m.shifted(sampler.t0) for m in self.recorder.marks if m.end >= sampler.t0])
         rows = self.recorder.timeline.rows()
         record = ProblemRecord(
             problem.id, position, self.call, round(call_s - opened - closed, 3), round(call_s, 3),

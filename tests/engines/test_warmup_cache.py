@@ -16,15 +16,23 @@ from pathlib import Path
 
 import pytest
 
-from solver.engines.compile_cache import (CACHE_ENV, MANIFEST, CacheManifest, Fingerprint, check_fingerprint, pack,
+from solver.engines.compile_cache import (CACHE_ENV, MANIFEST, CacheManifest, Fingerprint, check_cache,
+                                          check_fingerprint, content_digest, model_identity, model_link, pack,
                                           read_manifest, use_cache)
 from solver.engines.engine_log import EPOCH_FORMAT, parse_engine_log
 from solver.engines.startup_log import parse_startup_log
+from solver.engines.timeline import MetricsSample, StartMark
+from solver.engines.vllm_metrics import UsageReading
 from solver.engines.warmup import warmup_shapes
+from solver.kaggle.day import hit_rate
 from solver.types import GenerationRequest
 
-HERE = Fingerprint("0.26.0", "2.11.0", "dummy-gptoss-120b:933aeb666a3f", "NVIDIA H200",
+HERE = Fingerprint("0.26.0", "2.11.0", "config.json 44d62c1ea062", "NVIDIA H200",
                    {"kv_cache_dtype": "fp8", "max_num_seqs": 64})
+BUILT = "2026-11-28T00:00:00+00:00"
+# the dummy gpt-oss-120b's config as the GPU kit ships it (../shared beside the checkout)
+GPTOSS_CONFIG = Path(__file__).resolve().parents[2].parent / "shared" / "gpu" / "models" / "dummy-gptoss-120b" \
+    / "config.json"
 
 
 def fake_root(path: Path) -> Path:
@@ -35,6 +43,32 @@ def fake_root(path: Path) -> Path:
     return path
 
 
+def packed(tmp_path: Path, fingerprint: Fingerprint = HERE) -> Path:
+    """A cache as ``solver compile-cache build`` writes one, its model loaded through a link under ``tmp_path``."""
+    link = model_link(fingerprint.model, tmp_path / "links")
+    pack(fake_root(tmp_path / "root"), tmp_path / "cache", fingerprint, BUILT, model_path=str(link),
+         model_name="dummy-gptoss-120b")
+    return tmp_path / "cache"
+
+
+def model_folder(path: Path, config: bytes) -> Path:
+    path.mkdir(parents=True)
+    (path / "config.json").write_bytes(config)
+    return path
+
+
+def snapshot(folder: Path) -> dict[str, tuple[int, int, int]]:
+    """Every path under ``folder`` with its size, mode and modification time (ns): what a write would change."""
+    return {p.relative_to(folder).as_posix(): (p.lstat().st_size, p.lstat().st_mode, p.lstat().st_mtime_ns)
+            for p in [folder, *folder.rglob("*")]}
+
+
+def read_only(folder: Path) -> None:
+    """As a Kaggle dataset mounts it."""
+    for p in sorted([folder, *folder.rglob("*")], key=lambda p: -len(p.parts)):
+        p.chmod(p.stat().st_mode & ~0o222)
+
+
 @pytest.fixture
 def clean_cache_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in CACHE_ENV:
@@ -42,25 +76,99 @@ def clean_cache_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_packed_cache_holds_the_root_the_triton_kernels_and_its_manifest_last(tmp_path: Path) -> None:
-    manifest = pack(fake_root(tmp_path / "root"), tmp_path / "out", HERE, "2026-11-28T00:00:00+00:00")
-    assert read_manifest(tmp_path / "out") == manifest
-    assert (tmp_path / "out" / "triton" / "KERNELHASH" / "k.cubin").read_bytes() == b"1"
-    assert (tmp_path / "out" / "vllm" / "torch_compile_cache" / "abc" / "graph.py").is_file()
+    cache = packed(tmp_path)
+    manifest = read_manifest(cache)
+    assert (cache / "triton" / "KERNELHASH" / "k.cubin").read_bytes() == b"1"
+    assert (cache / "vllm" / "torch_compile_cache" / "abc" / "graph.py").is_file()
     assert manifest.files == 3 and manifest.fingerprint == HERE  # the root's two files and the kernel merged
+    assert (manifest.files, manifest.bytes, manifest.digest) == content_digest(cache)
+    assert manifest.model_path == str(tmp_path / "links" / "44d62c1ea062")
 
 
 @pytest.mark.parametrize("field, value, says", [
     ("vllm", "0.32.0", "built for vLLM 0.26.0, not vLLM 0.32.0"),
     ("torch", "2.13.0", "built for torch 2.11.0, not torch 2.13.0"),
-    ("model", "gpt-oss-20b:0000", "built for dummy-gptoss-120b:933aeb666a3f, not gpt-oss-20b:0000"),
+    ("model", "config.json 0123456789ab", "built for config.json 44d62c1ea062, not config.json 0123456789ab"),
     ("device", "NVIDIA H100 80GB HBM3", "built for NVIDIA H200, not NVIDIA H100 80GB HBM3"),
 ])
 def test_a_cache_built_elsewhere_is_refused_in_one_line_and_nothing_changes(
         tmp_path: Path, clean_cache_env: None, field: str, value: str, says: str) -> None:
-    pack(fake_root(tmp_path / "root"), tmp_path / "cache", HERE, "2026-11-28T00:00:00+00:00")
-    verdict = use_cache(tmp_path / "cache", dataclasses.replace(HERE, **{field: value}), tmp_path / "work")
-    assert not verdict.usable and "\n" not in verdict.line
+    cache = packed(tmp_path)
+    verdict = use_cache(cache, dataclasses.replace(HERE, **{field: value}), tmp_path / "work")
+    assert not verdict.usable and "\n" not in verdict.line and verdict.model_path is None
     assert f"refused: {says}; the engine starts cold" in verdict.line
+    assert not (tmp_path / "work").exists() and not any(name in os.environ for name in CACHE_ENV)
+
+
+def test_the_model_is_its_config_not_its_folder() -> None:
+    """The issue's case: the same config.json under another folder name (and re-saved, its keys in another order,
+    with the path it came from) is the same model; another size is another."""
+    if not GPTOSS_CONFIG.is_file():
+        pytest.skip(f"no dummy gpt-oss config at {GPTOSS_CONFIG} (../shared is not beside this checkout)")
+    text = GPTOSS_CONFIG.read_bytes()
+    data = json.loads(text)
+    resaved = json.dumps({"_name_or_path": "/kaggle/input/gpt-oss-120b", **dict(reversed(data.items()))}, indent=4)
+    smaller = json.dumps({**data, "num_hidden_layers": data["num_hidden_layers"] // 2})
+    from solver.engines.compile_cache import config_identity
+
+    assert config_identity(text) == config_identity(resaved.encode()) == HERE.model
+    assert config_identity(smaller.encode()) != HERE.model
+
+
+def test_a_renamed_folder_is_used_through_the_link_the_build_loaded_it_by_and_a_changed_config_is_refused(
+        tmp_path: Path, clean_cache_env: None) -> None:
+    config = json.dumps({"architectures": ["GptOssForCausalLM"], "hidden_size": 2880, "num_local_experts": 128})
+    built = model_identity(str(model_folder(tmp_path / "build" / "dummy-gptoss-120b", config.encode())))
+    cache = packed(tmp_path, dataclasses.replace(HERE, model=built))
+    renamed = model_folder(tmp_path / "kaggle" / "input" / "gpt-oss-120b", config.encode())
+    verdict = use_cache(cache, dataclasses.replace(HERE, model=model_identity(str(renamed))), tmp_path / "work",
+                        model_path=str(renamed))
+    link = Path(read_manifest(cache).model_path)
+    assert verdict.usable and verdict.model_path == str(link), verdict.line
+    assert link.is_symlink() and link.resolve() == renamed.resolve()
+    assert f"the model loaded through {link}" in verdict.line and "compile again" not in verdict.line
+    # a second start (a rebuilt engine) finds the link in place
+    assert use_cache(cache, dataclasses.replace(HERE, model=built), tmp_path / "work",
+                     model_path=str(renamed)).model_path == str(link)
+
+    changed = model_folder(tmp_path / "other" / "gpt-oss-120b",
+                           json.dumps({**json.loads(config), "num_local_experts": 32}).encode())
+    refused = use_cache(cache, dataclasses.replace(HERE, model=model_identity(str(changed))), tmp_path / "work2",
+                        model_path=str(changed))
+    assert not refused.usable and f"refused: built for {built}, not config.json " in refused.line
+    assert not (tmp_path / "work2").exists()
+
+
+def test_a_path_the_build_loaded_from_that_holds_something_else_is_left_alone(
+        tmp_path: Path, clean_cache_env: None) -> None:
+    cache = packed(tmp_path)
+    link = Path(read_manifest(cache).model_path)
+    other = model_folder(link, b'{"hidden_size": 8}')  # the user's own folder at that path (other weights)
+    mine = model_folder(tmp_path / "kaggle" / "gpt-oss-120b", b'{"hidden_size": 2880}')
+    verdict = use_cache(cache, HERE, tmp_path / "work", model_path=str(mine))
+    assert verdict.usable and verdict.model_path == str(mine)
+    assert verdict.line.endswith(f"the model loaded through {mine}, not {link}: vLLM's compiled graphs compile again")
+    assert not other.is_symlink() and (other / "config.json").read_bytes() == b'{"hidden_size": 8}'
+
+
+@pytest.mark.parametrize("damage, says", [
+    ("truncate", "it holds 3 files, 12 bytes, its manifest says 3 files, 13 bytes (truncated or changed)"),
+    ("remove", "it holds 2 files, 12 bytes, its manifest says 3 files, 13 bytes (truncated or changed)"),
+    ("flip", "its files' sha256 differs from its manifest's (corrupted)"),
+])
+def test_a_truncated_or_corrupted_cache_is_refused_in_one_line_and_nothing_changes(
+        tmp_path: Path, clean_cache_env: None, damage: str, says: str) -> None:
+    cache = packed(tmp_path)
+    graph = cache / "vllm" / "torch_compile_cache" / "abc" / "graph.py"
+    if damage == "truncate":
+        graph.write_bytes(graph.read_bytes()[:-1])
+    elif damage == "remove":
+        (cache / "triton" / "KERNELHASH" / "k.cubin").unlink()
+    else:
+        graph.write_bytes(graph.read_bytes().upper())
+    verdict = use_cache(cache, HERE, tmp_path / "work")
+    assert verdict.line == f"the compile cache {cache}: refused: {says}; the engine starts cold"
+    assert not verdict.usable and check_cache(cache, HERE)[0] == verdict
     assert not (tmp_path / "work").exists() and not any(name in os.environ for name in CACHE_ENV)
 
 
@@ -71,27 +179,50 @@ def test_a_folder_that_is_no_cache_is_refused_not_raised(tmp_path: Path, clean_c
     (tmp_path / "bad" / MANIFEST).write_text("{not json")
     assert "not JSON" in use_cache(tmp_path / "bad", HERE, tmp_path / "work").line
     (tmp_path / "old").mkdir()
-    (tmp_path / "old" / MANIFEST).write_text(json.dumps({"format": 0}))
-    assert "format 0" in use_cache(tmp_path / "old", HERE, tmp_path / "work").line
+    (tmp_path / "old" / MANIFEST).write_text(json.dumps({"format": 1}))
+    assert "manifest format 1, this solver reads format 2" in use_cache(tmp_path / "old", HERE, tmp_path / "w").line
     assert not any(name in os.environ for name in CACHE_ENV)
 
 
-def test_a_matching_cache_is_copied_where_the_engine_may_write_and_vllm_and_triton_pointed_at_it(
+def test_a_matching_cache_is_copied_where_the_engine_may_write_and_the_shipped_folder_is_only_read(
         tmp_path: Path, clean_cache_env: None) -> None:
-    pack(fake_root(tmp_path / "root"), tmp_path / "cache", HERE, "2026-11-28T00:00:00+00:00")
+    cache = packed(tmp_path)
+    read_only(cache)
+    before = snapshot(cache)
     other_args = dataclasses.replace(HERE, engine_args={"kv_cache_dtype": "fp8", "max_num_seqs": 32})
-    verdict = use_cache(tmp_path / "cache", other_args, tmp_path / "work")
+    verdict = use_cache(cache, other_args, tmp_path / "work")
     assert verdict.usable and "used (built for vLLM 0.26.0" in verdict.line
     assert "other engine arguments (max_num_seqs 64, here 32)" in verdict.line
     assert os.environ["VLLM_CACHE_ROOT"] == str(tmp_path / "work" / "vllm")
     assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / "work" / "triton")
     assert (tmp_path / "work" / "triton" / "KERNELHASH" / "k.cubin").is_file()
+    # the engine adds to its copy: every folder of it is writable, though the shipped ones were not
+    assert all(p.stat().st_mode & 0o200 for p in [tmp_path / "work", *(tmp_path / "work").rglob("*")])
+    assert snapshot(cache) == before
 
 
 def test_the_manifest_round_trips_and_a_stranger_is_refused() -> None:
-    manifest = CacheManifest(HERE, "2026-11-28T00:00:00+00:00", 3, 10, warmup_shapes=312)
+    manifest = CacheManifest(HERE, BUILT, 3, 10, "ab" * 32, "/tmp/solver-models/44d62c1ea062", "dummy-gptoss-120b",
+                             warmup_shapes=312)
     assert CacheManifest.from_json(manifest.to_json()) == manifest
     assert check_fingerprint(HERE, HERE).usable
+
+
+def test_a_problems_prefix_hit_rate_leaves_out_the_engine_start_within_it() -> None:
+    """The day's first problem opens the engine: its warm-up's 264k random tokens (every lookup a miss) fall
+    between the problem's first samples; the figure is the problem's own."""
+    reading = UsageReading(0.0, 0, 0, 0)
+    samples = [MetricsSample(0.0, reading, 0, 0), MetricsSample(40.0, reading, 150_000, 0),
+               MetricsSample(98.5, reading, 264_000, 0), MetricsSample(99.0, reading, 264_400, 300),
+               MetricsSample(150.0, reading, 300_000, 35_000)]
+    start = StartMark(1.0, 98.7, 264_000, 0)
+    assert hit_rate(samples, [start]) == pytest.approx(35_000 / 36_000)
+    assert hit_rate(samples) == pytest.approx(35_000 / 300_000)  # what it read with the warm-up in it
+    # a rebuilt engine (counters from zero) within a later problem: its start is left out the same way
+    rebuilt = [MetricsSample(0.0, reading, 300_000, 35_000), MetricsSample(10.0, reading, 301_000, 35_900),
+               MetricsSample(12.0, reading, 1_000, 0), MetricsSample(30.0, reading, 2_000, 0),
+               MetricsSample(60.0, reading, 4_000, 1_800)]
+    assert hit_rate(rebuilt, [StartMark(11.0, 31.0, 2_000, 0)]) == pytest.approx((900 + 1_800) / (1_000 + 2_000))
 
 
 # ---- the real engine -------------------------------------------------------------------------------------------
@@ -101,15 +232,19 @@ WARM_TOKENS = 256  # the scheduler's step budget here: 33 shapes, a few seconds 
 
 @pytest.fixture(scope="module")
 def cache_dir(tmp_path_factory: pytest.TempPathFactory, tiny_config) -> Path:
-    """A cache packed for this machine and the tiny engine (as ``solver compile-cache pack`` writes one)."""
+    """A cache packed for this machine and the tiny engine as ``solver compile-cache pack`` writes one, on a machine
+    where the model's folder had another name (its config.json the same), and mounted read-only."""
     pytest.importorskip("vllm")  # the fingerprint reads the installed vLLM
-    from solver.engines.compile_cache import fingerprint_here
+    from solver.engines.compile_cache import fingerprint_here, vllm_location
     from solver.models import resolve_model
 
     root = tmp_path_factory.mktemp("cache-build")
+    config = (Path(resolve_model(tiny_config.engine.model)) / "config.json").read_bytes()
+    built_from = model_folder(root / "models" / "smollm2-renamed", config)
     out = root / "cache"
-    pack(fake_root(root / "root"), out, fingerprint_here(resolve_model(tiny_config.engine.model), engine_args()),
-         "2026-11-28T00:00:00+00:00")
+    pack(fake_root(root / "root"), out, fingerprint_here(str(built_from), engine_args()), BUILT,
+         model_path=str(model_link(model_identity(str(built_from)), root / "links")), vllm_path=vllm_location())
+    read_only(out)
     return out
 
 
@@ -180,8 +315,9 @@ def engine_log(capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatc
 
 
 @pytest.mark.engine
-def test_the_warm_up_runs_each_shape_alone_and_the_cache_is_used(engine_log, engine_loop) -> None:
-    _, engine = engine_loop  # started after engine_log began to read: the start's lines are all in it
+def test_the_warm_up_runs_each_shape_alone_and_the_cache_is_used(engine_log, engine_loop, cache_dir: Path) -> None:
+    shipped = snapshot(cache_dir)
+    loop, engine = engine_loop  # started after engine_log began to read: the start's lines are all in it
     lines = engine_log()
     report = engine.warmup
     assert report.shapes == warmup_shapes(WARM_TOKENS, 0) and report.failed == 0  # the CPU engine captures no graphs
@@ -190,9 +326,42 @@ def test_the_warm_up_runs_each_shape_alone_and_the_cache_is_used(engine_log, eng
     # vLLM's own step log: each warm-up step held exactly one shape, in order
     assert [s.prefill_tokens for s in warm] == list(report.shapes)
     assert parse_startup_log("\n".join(lines)).warmup_s == pytest.approx(report.seconds, abs=0.05)
-    assert engine.compile_cache is not None and engine.compile_cache.usable
+    # the cache, built where the model's folder had another name, is used; vLLM got the model through the link
+    # the build loaded it by (its compiled graphs' key holds that path); the shipped folder was only read
+    link = read_manifest(cache_dir).model_path
+    assert engine.compile_cache is not None and engine.compile_cache.usable, engine.compile_cache
+    assert engine.compile_cache.model_path == link and engine._llm.model_config.model == link
     assert os.environ["VLLM_CACHE_ROOT"].endswith(os.path.join("work", "vllm"))
     assert any("the compile cache" in line and ": used (built for vLLM" in line for line in lines)
+    assert snapshot(cache_dir) == shipped
+
+    # The warm-up's prompts are in vLLM's counters (each looked up once, none found) and in none of a problem's
+    # figures: a problem whose samples span the start (the day's first) reads its own requests' hit rate.
+    mark = engine.started
+    assert mark is not None and mark.prefix_queries >= report.tokens and mark.prefix_hits == 0
+    from solver.engines.timeline import in_process_sample
+
+    ids = tuple(range(1000, 1064))  # 64 tokens no warm-up prompt starts with: two blocks of 32
+
+    async def twice() -> list[int]:
+        cached = []
+        for name in ("first", "again"):
+            req = GenerationRequest(name, "", ids, max_tokens=1, temperature=0.0, top_p=1.0, seed=1, stop=())
+            async for delta in engine.stream(req):
+                if delta.cached_tokens is not None:
+                    cached.append(delta.cached_tokens)
+        await asyncio.sleep(0.3)  # the last step's counters recorded
+        return cached
+
+    outcome = loop.run(twice(), timeout_s=120)
+    assert outcome.ok, outcome.error
+    reading, queries, hits = in_process_sample()
+    before = MetricsSample(mark.begin - 1.0, reading, 0.0, 0.0)  # the problem's first sample: no engine yet
+    after = MetricsSample(mark.end + 1.0, reading, queries, hits)
+    cached = outcome.value
+    assert cached[0] == 0 and cached[1] > 0  # the second found the first's full block(s)
+    assert hit_rate([before, after], [mark]) == pytest.approx(sum(cached) / (2 * len(ids)))
+    assert hit_rate([before, after]) < sum(cached) / (2 * len(ids) + report.tokens) + 1e-9  # with the warm-up in
 
 
 @pytest.mark.engine
@@ -237,6 +406,11 @@ def test_the_command_packs_checks_and_refuses_as_its_exit_codes_say(
     assert ": used (built for vLLM" in capsys.readouterr().out
     assert main(["compile-cache", "pack", str(root), "--out", str(cache)]) == 2  # never over a cache
     assert "exists and is not empty" in capsys.readouterr().err
+    graph = cache / "vllm" / "torch_compile_cache" / "abc" / "graph.py"
+    graph.write_text(graph.read_text().upper())
+    assert main(["compile-cache", "check", str(cache)]) == 1
+    out = capsys.readouterr().out
+    assert "refused: its files' sha256 differs from its manifest's (corrupted)" in out and len(out.splitlines()) == 1
     manifest = json.loads((cache / MANIFEST).read_text())
     manifest["fingerprint"]["device"] = "NVIDIA H100 80GB HBM3"
     (cache / MANIFEST).write_text(json.dumps(manifest))
