@@ -20,7 +20,7 @@ a plain relative L2 error. A whole-model comparison on the dummy checkpoint cann
 next-token distribution is flat), so the layer is compared alone.
 
     python benchmarks/moe_numerics.py --dry-run                   # CPU: the pure part at a small shape; kernels named
-    python benchmarks/moe_numerics.py --gpu --json $OUT/moe_numerics.json     # H200/H100, vLLM 0.26 with its MoE kernels
+    python benchmarks/moe_numerics.py --gpu --json $OUT/moe_numerics.json     # H200/H100: vLLM 0.26, its MoE kernels
 
 Without ``--gpu`` the script runs the pure part (quantize, dequantize, the reference) at ``--small`` size on the
 CPU and prints the reference's own bf16 error: no kernel is called.
@@ -113,7 +113,7 @@ def quantize_mxfp4(w: Any) -> tuple[Any, Any]:
     scaled = blocks / torch.exp2(exponent)
     magnitudes = torch.tensor(FP4_MAGNITUDES, device=w.device)
     index = (scaled.abs().clamp(max=6.0).unsqueeze(-1) - magnitudes).abs().argmin(dim=-1)  # nearest magnitude
-    codes = (index | ((scaled < 0).long() << 3)).to(torch.uint8).reshape(*lead, k)
+    codes = (index | (((scaled < 0) & (index > 0)).long() << 3)).to(torch.uint8).reshape(*lead, k)  # zero: +0
     packed = codes[..., 0::2] | (codes[..., 1::2] << 4)
     return packed, (exponent.squeeze(-1) + 127).to(torch.uint8)
 

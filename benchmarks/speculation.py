@@ -48,7 +48,7 @@ DRAFT = Path(__file__).resolve().parent / "data" / "eagle3-gptoss-120b"
 
 
 @dataclass(frozen=True)
-class Setting:
+class SpeculationSetting:
     """One engine of the comparison: no speculation (``length`` None) or an EAGLE3 draft accepted at mean length
     ``length`` with ``tokens`` drafted per step."""
 
@@ -58,7 +58,7 @@ class Setting:
     @property
     def name(self) -> str:
         """
-        >>> Setting(None).name, Setting(2.5).name
+        >>> SpeculationSetting(None).name, SpeculationSetting(2.5).name
         ('none', 'L2.5')
         """
         return "none" if self.length is None else f"L{self.length:g}"
@@ -66,9 +66,9 @@ class Setting:
     def speculative_config(self, draft: Path) -> dict[str, Any] | None:
         """vLLM's ``speculative_config`` for this setting.
 
-        >>> Setting(2.0, 3).speculative_config(Path("/d"))["synthetic_acceptance_length"]
+        >>> SpeculationSetting(2.0, 3).speculative_config(Path("/d"))["synthetic_acceptance_length"]
         2.0
-        >>> Setting(None).speculative_config(Path("/d")) is None
+        >>> SpeculationSetting(None).speculative_config(Path("/d")) is None
         True
         """
         if self.length is None:
@@ -77,7 +77,7 @@ class Setting:
                 "rejection_sample_method": "synthetic", "synthetic_acceptance_length": self.length}
 
 
-def settings_of(lengths: list[float], tokens: int) -> list[Setting]:
+def settings_of(lengths: list[float], tokens: int) -> list[SpeculationSetting]:
     """``none`` first, then each length; a length outside [1, tokens + 1] (what vLLM accepts) is one line.
 
     >>> [s.name for s in settings_of([1.5, 2.0, 2.5], 3)]
@@ -91,10 +91,10 @@ def settings_of(lengths: list[float], tokens: int) -> list[Setting]:
         if not 1.0 <= length <= tokens + 1:
             raise BadInput(f"--lengths: each mean acceptance length must be in [1, {tokens + 1}] with --draft-tokens "
                            f"{tokens}, not {length:g}")
-    return [Setting(None, tokens), *(Setting(length, tokens) for length in lengths)]
+    return [SpeculationSetting(None, tokens), *(SpeculationSetting(length, tokens) for length in lengths)]
 
 
-def setting_config(args: argparse.Namespace, setting: Setting) -> Config:
+def setting_config(args: argparse.Namespace, setting: SpeculationSetting) -> Config:
     """The engine config of ``setting``: the preset and ``--set`` overrides, ``sampling.extra.min_p`` 0 (the probe's
     requests carry none; vLLM refuses it with speculation) and, for a draft, its ``speculative_config``."""
     overrides = parse_overrides(args.overrides)
