@@ -33,6 +33,7 @@ import json
 import math
 import sys
 from dataclasses import asdict, dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -345,12 +346,17 @@ def marlin_moe(x: Any, logits: Any, layer: Layer) -> Any:
 BACKENDS = {"triton": triton_moe, "marlin": marlin_moe}
 
 
-def compare(layer: Layer, tokens: list[int], seed: int, backends: list[str], device: str) -> list[dict[str, Any]]:
+def compare(layer: Layer, tokens: list[int], seed: int, backends: list[str], device: str,
+            done: Callable[[list[dict[str, Any]]], None] = lambda rows: None) -> list[dict[str, Any]]:
     """Per token count: the references (bf16, fp32) and each backend in ``backends`` on the same inputs; each
-    one's error against both references, and the bf16 reference's against fp32."""
+    one's error against both references, and the bf16 reference's against fp32. A backend that fails is a value in
+    its row (``error``: the exception's first line), so the other's numbers still come back; ``done`` gets the rows
+    so far after each token count (a device call cut off keeps them)."""
     import torch
 
-    rows = []
+    from solver.errors import first_line
+
+    rows: list[dict[str, Any]] = []
     exact, bf16 = layer.dequantized(torch.float32), layer.dequantized(torch.bfloat16)
     for t in tokens:
         x, logits = random_inputs(layer.shape, t, seed + t, device)
@@ -358,11 +364,16 @@ def compare(layer: Layer, tokens: list[int], seed: int, backends: list[str], dev
         ref16 = reference_moe(x, logits, layer, torch.bfloat16, bf16)
         row: dict[str, Any] = {"tokens": t, "bf16_reference_vs_fp32": asdict(error(ref16, ref32))}
         for name in backends:
-            got = BACKENDS[name](x, logits, layer)
+            try:
+                got = BACKENDS[name](x, logits, layer)
+            except Exception as exc:  # a kernel's failure (any kind: CUDA, Triton, an API drift) is this row's value
+                row[name] = {"error": first_line(exc)}
+                continue
             row[name] = {"vs_bf16": asdict(error(got, ref16)), "vs_fp32": asdict(error(got, ref32))}
         rows.append(row)
+        done(rows)
         shown = "  ".join(f"{n} {row[n]['vs_bf16']['rel_l2']:.2e} (max {row[n]['vs_bf16']['max_rel']:.2e})"
-                          for n in backends)
+                          if "error" not in row[n] else f"{n} failed: {row[n]['error']}" for n in backends)
         print(f"{t:4d} tokens: relative L2 error against the bf16 reference: {shown or '-'}; bf16 reference against "
               f"fp32 {row['bf16_reference_vs_fp32']['rel_l2']:.2e}", flush=True)
     return rows
@@ -460,16 +471,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.gpu and not torch.cuda.is_available():
         print("moe_numerics.py: error: --gpu: no CUDA device visible", file=sys.stderr)
         return 2
-    layer = random_layer(args.shape, args.seed, device)
-    rows = compare(layer, args.tokens, args.seed, args.backends if args.gpu else [], device)
-    if args.json is not None:
-        import vllm
+    import vllm
 
-        out = {"argv": argv, "shape": asdict(args.shape), "tolerances": TOLERANCES, "rows": rows,
-               "vllm": vllm.__version__, "torch": torch.__version__,
-               "device": torch.cuda.get_device_name() if args.gpu else "cpu"}
-        atomic_write(args.json, json.dumps(out, indent=1))
-    return 0
+    head = {"argv": argv, "shape": asdict(args.shape), "tolerances": TOLERANCES, "vllm": vllm.__version__,
+            "torch": torch.__version__, "device": torch.cuda.get_device_name() if args.gpu else "cpu"}
+
+    def save(rows: list[dict[str, Any]]) -> None:
+        if args.json is not None:
+            atomic_write(args.json, json.dumps({**head, "rows": rows}, indent=1))
+
+    layer = random_layer(args.shape, args.seed, device)
+    rows = compare(layer, args.tokens, args.seed, args.backends if args.gpu else [], device, save)
+    return 1 if any("error" in row.get(name, {}) for row in rows for name in args.backends) else 0
 
 
 if __name__ == "__main__":

@@ -124,3 +124,21 @@ def test_the_cpu_run_writes_the_references_errors_without_a_kernel(tmp_path):
     assert [r["tokens"] for r in rows] == [1, 8]
     assert all(set(r) == {"tokens", "bf16_reference_vs_fp32"} for r in rows)
     assert all(0 < r["bf16_reference_vs_fp32"]["rel_l2"] < 3e-2 for r in rows)
+
+
+def test_a_backend_that_fails_is_a_value_in_its_row_and_the_rows_are_handed_on_as_they_come(monkeypatch):
+    """Control flow only: one backend stands in raising, the other returning the fp32 reference, so the row keeps
+    the failure's first line beside the other's errors, and each row reaches ``done`` as soon as it is made."""
+    def fails(x, logits, layer):
+        raise RuntimeError("no kernel image is available for execution on the device\nmore")
+
+    monkeypatch.setitem(M["BACKENDS"], "triton", fails)
+    monkeypatch.setitem(M["BACKENDS"], "marlin", lambda x, logits, layer: M["reference_moe"](x, logits, layer,
+                                                                                              torch.float32))
+    seen = []
+    rows = M["compare"](M["random_layer"](SMALL, seed=2), [1, 3], 0, ["triton", "marlin"], "cpu",
+                        lambda rows: seen.append(len(rows)))
+    assert seen == [1, 2]
+    for row in rows:
+        assert row["triton"] == {"error": "no kernel image is available for execution on the device"}
+        assert row["marlin"]["vs_fp32"]["rel_l2"] == 0.0 and row["marlin"]["vs_bf16"]["rel_l2"] > 0
