@@ -74,6 +74,8 @@ async def run(config: Config, args: argparse.Namespace) -> dict[str, Any]:
             for length in args.contexts:
                 rows = await decode(llm, args.decode_seqs, length, args.decode)
                 out["decode"].append(rows)
+                if args.json is not None:  # after each context: a device call cut off keeps what it measured
+                    atomic_write(args.json, json.dumps({**out, "argv": args.argv}, indent=1))
                 for r in rows:
                     rate = "window empty (decode more tokens)" if r["tps"] is None else (
                         f"{r['tps']:.0f} tok/s ({r['per_seq_tps']:.0f} per sequence)")
@@ -111,6 +113,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--dry-run", action="store_true",
                         help="parse, plan and check (solver/commands/dryrun.py); start nothing")
     args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else argv
     if args.quick:
         args.seqs, args.contexts, args.decode = 4, "256,512", 16
         args.turns, args.turn_tokens, args.appended, args.first_tokens = 3, 32, 8, 128
@@ -174,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     out = asyncio.run(run(args.config, args))
     if args.json is not None:
-        out["argv"] = sys.argv[1:] if argv is None else argv
+        out["argv"] = args.argv
         atomic_write(args.json, json.dumps(out, indent=1))
     return 0
 
