@@ -7,6 +7,9 @@
   turns   S sequences x T turns of N tokens, A random ids appended after each turn (a tool message), every turn a
           new request on the grown context, against one request of T x N tokens per sequence: tokens/s both
           ways, their ratio, seconds per turn, the later turns' cached share.
+  decode  pure decode, the prefill timed apart: per L, S distinct L-token prompts (``--decode-seqs``, largest
+          first) each decode D tokens, streamed; tokens/s over the window in which all S decode (after the last
+          one's first token, until the first one ends), and the prefill's seconds before it. On request only.
 
 Straight on vLLM's ``AsyncLLM`` (no solver code between), the engine built from the preset and ``--set``
 overrides, so candidate fixes (``gpu_memory_utilization``, ``max_num_batched_tokens``, ``block_size``,
@@ -14,6 +17,8 @@ overrides, so candidate fixes (``gpu_memory_utilization``, ``max_num_batched_tok
 
     python benchmarks/probes.py --quick                          # CPU, the tiny model, small sizes
     python benchmarks/probes.py --gpu --model PATH --set engine.args.load_format=dummy --json probes.json
+    python benchmarks/probes.py --gpu --model PATH --set engine.args.load_format=dummy --probes decode \
+        --contexts 2048,16384,49152 --decode-seqs 1,8,64 --json decode.json
 """
 
 from __future__ import annotations
@@ -27,11 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from solver.config import Config, ConfigError, load_config
-from solver.engines.probes import cache_tokens, generate, random_ids, resent, turns
+from solver.engines.probes import cache_tokens, decode, generate, random_ids, resent, turns
 from solver.errors import BadInput
 from solver.files import atomic_write
 
-PROBES = ("resent", "turns")
+PROBES = ("resent", "turns", "decode")
 async def run(config: Config, args: argparse.Namespace) -> dict[str, Any]:
     from solver.engines import open_engine
 
@@ -64,6 +69,19 @@ async def run(config: Config, args: argparse.Namespace) -> dict[str, Any]:
                   f"{r['turn_s_median']:.2f} s per turn (median); later turns cached "
                   f"{'-' if share is None else f'{100 * share:.0f} %'}; KV peak {100 * r['kv_peak']:.0f} %, "
                   f"preemptions {r['preemptions']}")
+        if "decode" in args.keys:
+            out["decode"] = []
+            for length in args.contexts:
+                rows = await decode(llm, args.decode_seqs, length, args.decode)
+                out["decode"].append(rows)
+                if args.json is not None:  # after each context: a device call cut off keeps what it measured
+                    atomic_write(args.json, json.dumps({**out, "argv": args.argv}, indent=1))
+                for r in rows:
+                    rate = "window empty (decode more tokens)" if r["tps"] is None else (
+                        f"{r['tps']:.0f} tok/s ({r['per_seq_tps']:.0f} per sequence)")
+                    print(f"decode {r['seqs']} x {length}: prefill {r['prefill_s']:.2f} s (cached "
+                          f"{100 * r['cached_share']:.0f} %), then {r['window_tokens']} tokens in "
+                          f"{r['window_s']:.2f} s = {rate}")
         return out
     finally:
         await engine.close()
@@ -75,10 +93,11 @@ def ints(text: str) -> list[int]:
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--probes", default=",".join(PROBES), help="among resent, turns (default both)")
+    parser.add_argument("--probes", default="resent,turns", help="among resent, turns, decode (default the first two)")
     parser.add_argument("--seqs", type=int, default=8)
     parser.add_argument("--contexts", default="16384,32768,49152", help="resent: prompt lengths, comma-separated")
-    parser.add_argument("--decode", type=int, default=256, help="resent: tokens each re-sent prompt decodes")
+    parser.add_argument("--decode", type=int, default=256, help="resent, decode: tokens each prompt decodes")
+    parser.add_argument("--decode-seqs", default="1,8,64", help="decode: sequences decoding at once, comma-separated")
     parser.add_argument("--turns", type=int, default=12)
     parser.add_argument("--turn-tokens", type=int, default=1000)
     parser.add_argument("--appended", type=int, default=120, help="turns: ids appended after each turn")
@@ -94,6 +113,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--dry-run", action="store_true",
                         help="parse, plan and check (solver/commands/dryrun.py); start nothing")
     args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else argv
     if args.quick:
         args.seqs, args.contexts, args.decode = 4, "256,512", 16
         args.turns, args.turn_tokens, args.appended, args.first_tokens = 3, 32, 8, 128
@@ -104,7 +124,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         args.contexts = ints(args.contexts)
     except ValueError:
         raise BadInput(f"--contexts: comma-separated token counts, not {args.contexts!r}") from None
-    if min([args.seqs, args.decode, args.turns, args.turn_tokens, args.first_tokens, *args.contexts]) < 1:
+    try:
+        args.decode_seqs = ints(args.decode_seqs)
+    except ValueError:
+        raise BadInput(f"--decode-seqs: comma-separated sequence counts, not {args.decode_seqs!r}") from None
+    if not args.decode_seqs or min([args.seqs, args.decode, args.turns, args.turn_tokens, args.first_tokens,
+                                    *args.contexts, *args.decode_seqs]) < 1:
         raise BadInput("sizes must be >= 1")
     if args.appended < 0:
         raise BadInput("--appended must be >= 0")
@@ -121,7 +146,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         raise BadInput(str(exc).splitlines()[0]) from exc
     limit = args.config.engine.args.get("max_model_len")
     if limit is not None:
-        longest = max([c + args.decode for c in args.contexts] if "resent" in args.keys else [0])
+        longest = max([c + args.decode for c in args.contexts] if {"resent", "decode"} & set(args.keys) else [0])
         if "turns" in args.keys:
             longest = max(longest, args.first_tokens + args.turns * (args.turn_tokens + args.appended))
         if longest > limit:
@@ -139,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
             dry.engine(args.config, BadInput)
             dry.add(f"probes {', '.join(args.keys)}: {args.seqs} sequences, contexts {args.contexts}; engine args "
                     f"{json.dumps(args.config.engine.args, sort_keys=True)}")
+            if "decode" in args.keys:
+                dry.add(f"decode: {args.decode_seqs} sequences at each context, {args.decode} tokens each; the "
+                        f"prompts' {max(args.decode_seqs) * sum(args.contexts)} tokens prefilled first, timed apart")
             return dry.print()
     except BadInput as exc:
         print(f"probes.py: error: {exc}", file=sys.stderr)
@@ -149,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     out = asyncio.run(run(args.config, args))
     if args.json is not None:
-        out["argv"] = sys.argv[1:] if argv is None else argv
+        out["argv"] = args.argv
         atomic_write(args.json, json.dumps(out, indent=1))
     return 0
 

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
 
 DOCS = ["README.md", "benchmarks/README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")),
-        "kaggle/README.md", "evaluation/README.md"]
+        "kaggle/README.md", "evaluation/README.md", "benchmarks/gpu_sitting.md"]
 FENCE = re.compile(r"^```(\S*)(.*)$")
 GPUS = re.compile(r"\bgpus=(\d+)\b")
 GPU_ONLY = ("$GPU_MODELS", "/root/gpu")  # what only a GPU machine has: a block naming them must be marked

@@ -180,6 +180,9 @@ class Config:
     solve: SolveConfig = field(default_factory=SolveConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
 
+    def __post_init__(self) -> None:
+        _check_speculation(self.engine, self.sampling)
+
     def check_run(self) -> None:
         """The rules between sections that a run of this config needs (each section checks its own fields when it
         is built; these are checked before a run starts, since a config may be built in steps or saved
@@ -202,6 +205,34 @@ class Config:
     def replace(self, overrides: dict[str, Any]) -> Config:
         """A new config with dotted-key overrides applied, e.g. {"solve.reps": 4}."""
         return from_dict(_merge(self.to_dict(), _undot(overrides)))
+
+
+# vLLM's own threshold for "min_p is set" (vllm/sampling_params.py, _SAMPLING_EPS in 0.26).
+_MIN_P_SET = 1e-5
+
+
+def _check_speculation(engine: EngineConfig, sampling: SamplingConfig) -> None:
+    """Speculative decoding (``engine.args.speculative_config``) with ``sampling.extra.min_p``: vLLM 0.26 accepts
+    the engine and then refuses every request (``SamplingParams._validate_spec_decode``: "The min_p and logit_bias
+    sampling parameters are not yet supported with speculative decoding"), minutes into a GPU start; refused here
+    in one line, before anything starts.
+
+    >>> spec = {"engine.args": {"speculative_config": {"method": "eagle3", "num_speculative_tokens": 3}}}
+    >>> Config().replace({**spec, "sampling.extra.min_p": 0.02})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    solver.errors.ConfigError: sampling.extra.min_p 0.02 with engine.args.speculative_config: vLLM refuses min_p ...
+    >>> Config().replace({**spec, "sampling.extra.min_p": 0}).sampling.extra
+    {'min_p': 0}
+    """
+    if not engine.args.get("speculative_config"):
+        return
+    refused = {"min_p": "0", "logit_bias": "null"}  # what vLLM refuses, and the value that turns each off
+    for key, off in refused.items():
+        value = sampling.extra.get(key)
+        on = value > _MIN_P_SET if key == "min_p" and isinstance(value, (int, float)) else bool(value)
+        _check(not on, f"sampling.extra.{key} {value} with engine.args.speculative_config: vLLM refuses {key} with "
+                       f"speculative decoding; set sampling.extra.{key}={off} (or drop engine.args.speculative_config)")
 
 
 def repetitions_busy(config: Config) -> int:
