@@ -235,6 +235,16 @@ def argv_of(command: GpuCommand, out: Path) -> list[str]:
     return argv
 
 
+def with_dry_run(argv: list[str]) -> list[str]:
+    """``argv`` with ``--dry-run``: at the end, or before a ``--`` (what follows it goes to vLLM unchanged).
+
+    >>> with_dry_run(["serve", "--model", "m", "--", "-tp", "1"]), with_dry_run(["day"])
+    (['serve', '--model', 'm', '--dry-run', '--', '-tp', '1'], ['day', '--dry-run'])
+    """
+    cut = argv.index("--") if "--" in argv else len(argv)
+    return [*argv[:cut], "--dry-run", *argv[cut:]]
+
+
 def run(program: str, argv: list[str]) -> int:
     """The command's own entry point, in this process, with ``--dry-run``; its exit code. A benchmark is loaded as
     the script it is (``runpy``, not as an importable module) and its ``main`` called."""
@@ -242,9 +252,9 @@ def run(program: str, argv: list[str]) -> int:
         if program == "solver":
             from solver.cli import main
 
-            return main([*argv, "--dry-run"])
+            return main(with_dry_run(argv))
         script = runpy.run_path(str(BENCHMARKS / program), run_name=program.removesuffix(".py"))
-        return script["main"]([*argv, "--dry-run"])
+        return script["main"](with_dry_run(argv))
     except SystemExit as exc:  # argparse's own errors
         return exc.code if isinstance(exc.code, int) else 1
 

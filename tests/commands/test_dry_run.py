@@ -85,6 +85,13 @@ def test_a_misspelt_engine_argument_is_one_line_with_the_nearest_name_before_any
                                                "argument of vLLM 0.26.0 (nearest: 'jit_monitor_verbose')")
     assert main([*day, "--set", "engine.args.jit_monitor_verbose=true"]) == 0
     assert "dry run: plan: engine.args: 8 names, all vLLM 0.26.0's" in capsys.readouterr().out
+    serve = ["serve", "--preset", "t4x2", "--model", "/nowhere/m", "--dry-run", "--", "--tensor-parallel-size", "1"]
+    assert main([*serve[:-3], "--set", "engine.args.tensor_paralel_size=1"]) == 2
+    assert "engine.args.tensor_paralel_size: not an engine argument of vLLM 0.26.0 (nearest: " \
+           "'tensor_parallel_size')" in capsys.readouterr().err
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert main(serve) == 0  # docs/serving.md's: one server a GPU, each with the flags after --
+    assert "dry run: plan: server on port 8001, GPUs 1: " in capsys.readouterr().out
     pressure = runpy.run_path(str(ROOT / "benchmarks" / "pressure.py"), run_name="pressure")
     assert pressure["main"](["--preset", "h100", "--set", "engine.args.max_num_seq=8", "--dry-run"]) == 2
     assert "engine.args.max_num_seq: not an engine argument of vLLM 0.26.0 (nearest: 'max_num_seqs')" in (

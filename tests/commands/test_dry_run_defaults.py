@@ -25,6 +25,7 @@ REQUIRED: dict[tuple[str, ...], list[str]] = {
     ("solver", "compile-cache", "check"): ["{tmp}/cache"],
     ("solver", "compile-cache", "pack"): ["{tmp}/vllm-cache-root", "--out", "{tmp}/cache"],
     ("solver", "day"): ["--json", "{tmp}/day.json"],
+    ("solver", "serve"): [],
     ("solver", "kaggle-local"): ["demo", "--out", "{tmp}/rehearsal"],
     ("solver", "sweep"): ["demo", "--reps", "2", "--workers", "2", "--out", "{tmp}/sweep"],
     ("cluster.py",): [],
