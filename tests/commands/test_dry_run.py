@@ -136,3 +136,17 @@ def test_the_help_lists_every_preset():
     assert preset_list() in shown and "tiny (CPU)" in shown
     assert all(name in preset_list().split(", ") or f"{name} (CPU)" in preset_list() for name in presets())
     assert "h100-gptoss" in shown
+
+
+def test_the_installed_vllms_names_read_from_its_source_are_its_engine_arguments():
+    pytest.importorskip("vllm")  # the CPU build: hidden in the fast tier
+    import dataclasses
+
+    import vllm
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    from solver.engines.engine_args import installed_args
+
+    known = installed_args()
+    assert known is not None and known.version == vllm.__version__
+    assert known.names == {f.name for f in dataclasses.fields(AsyncEngineArgs)}
