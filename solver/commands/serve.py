@@ -60,8 +60,9 @@ def run(args: argparse.Namespace) -> int:
 
             dry = DryRun("solver serve")
             dry.engine_args(config, ConfigError)
-            dry.model(config.engine.model, ConfigError)
-            model = config.engine.model if dry.skipped else resolve_model(config.engine.model)
+            checked = len(dry.skipped)
+            dry.model(config.engine.model, ConfigError)  # a path only the other machine has: skipped, kept as named
+            model = config.engine.model if len(dry.skipped) > checked else resolve_model(config.engine.model)
         else:
             model = resolve_model(config.engine.model)
         gpus = visible_gpus()
