@@ -524,6 +524,7 @@ def scaling_child(opts: argparse.Namespace, args: argparse.Namespace) -> int:
         each = "one GPU" if layout.engine_gpus == 1 else f"{layout.engine_gpus} GPUs"
         where = (f"{layout.replicas} engine actors on a local Ray, {each} each" if layout.replicas > 1 else
                  "one in-process engine")
+        args.dry.engine_args(config, BadInput)
         args.dry.gpus(config.engine.args, BadInput)  # the layout's engine, on the GPUs its process gets
         args.dry.add(f"layout {name}: {where}; GPUs visible to its process: "
                      f"{','.join(gpus_here()) or 'none (CPU)'}; engine args "
@@ -701,6 +702,7 @@ def scaling_dry_run(opts: argparse.Namespace, argv: list[str], args: argparse.Na
 
     from solver.timing.model import load_time_model
 
+    dry.engine_args(args.config, BadInput)
     dry.model(args.config.engine.model, BadInput)
     given = opts.tool_times_from
     if given is not None and not dry.present(given, "--tool-times-from", BadInput):
@@ -874,6 +876,7 @@ def seed(argv: list[str]) -> int:
             raise BadInput(f"--tp {max(wanted)} needs {max(wanted)} GPUs; {len(gpus)} visible")
         if args.dry_run:
             dry = DryRun("layouts.py seed" + (f" (tp{args.child}'s process)" if args.child is not None else ""))
+            dry.engine_args(config, BadInput)
             dry.model(config.engine.model, BadInput)
     except (BadInput, ConfigError, ValueError) as exc:
         print(f"layouts.py seed: error: {str(exc).splitlines()[0]}", file=sys.stderr)
@@ -1068,6 +1071,7 @@ def load_main(argv: list[str]) -> int:
             from solver.engines.launch import LaunchError, plan_servers
 
             dry = DryRun("layouts.py load")
+            dry.engine_args(config, BadInput)
             dry.model(config.engine.model, BadInput)
             try:
                 specs = plan_servers(config, config.engine.model or "tiny", servers=args.replicas, gpus=gpus)

@@ -64,10 +64,21 @@ def workers_value(value: str) -> int:
     return number
 
 
+def preset_list() -> str:
+    """The presets for a help text, as ``--preset`` finds them (``solver.config.loading.presets``), the one whose
+    engine is vLLM's CPU build marked (``solver.engines.engine_args.cpu_engine``)."""
+    from solver.config.loading import load_preset, presets
+    from solver.engines.engine_args import cpu_engine
+
+    def cpu(name: str) -> bool:
+        return cpu_engine((load_preset(name).get("engine") or {}).get("env") or {})
+
+    return ", ".join(f"{name} (CPU)" if cpu(name) else name for name in presets())
+
+
 def add_base_config_arguments(parser: argparse.ArgumentParser, *, engines: bool = True) -> None:
     """--preset, --config, --set and --model; with ``engines`` also --engine, --endpoint and --from."""
-    parser.add_argument("--preset", default=None,
-                        help="config preset: tiny (CPU), t4x2, l4x4, h100, h100x2 (default tiny)")
+    parser.add_argument("--preset", default=None, help=f"config preset: {preset_list()} (default tiny)")
     parser.add_argument("--config", dest="config_file", default=None, help="a YAML file layered on the preset")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="override any config key, e.g. --set sampling.top_p=0.95 (value parsed as YAML)")

@@ -110,9 +110,25 @@ class DryRun:
             raise error(f"one engine spans {need} GPUs (tensor x pipeline x data parallel); {len(seen)} visible")
         self.add(f"GPUs: the engine spans {need} of the {len(seen)} visible ({','.join(seen)})")
 
+    def engine_args(self, config: Any, error: type[Exception] = ValueError) -> None:
+        """``engine.args``' names against the vLLM the engine is written for (``solver.engines.engine_args``): the
+        GPU kit's (names kept as data) for a GPU engine, the one installed here for the CPU engine (skipped and
+        named where none is); a name it does not take is ``error``, one line with the nearest name it does."""
+        from solver.engines.engine_args import cpu_engine, gpu_kit_args, installed_args
+
+        known = installed_args() if cpu_engine(config.engine.env) else gpu_kit_args()
+        if known is None:
+            self.skipped.append("engine.args: no vLLM installed here to check the CPU engine's names against")
+            return
+        message = known.unknown(config.engine.args)
+        if message is not None:
+            raise error(message)
+        self.add(f"engine.args: {len(config.engine.args)} names, all vLLM {known.version}'s")
+
     def engine(self, config: Any, error: type[Exception] = ValueError) -> None:
-        """The engine ``config`` would start, checked without starting it: its model (``model``) and its GPUs
-        (``gpus``)."""
+        """The engine ``config`` would start, checked without starting it: its arguments' names
+        (``engine_args``), its model (``model``) and its GPUs (``gpus``)."""
+        self.engine_args(config, error)
         self.model(config.engine.model, error)
         self.gpus(config.engine.args, error)
 

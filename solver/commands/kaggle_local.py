@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
         from solver.loop.parts import prepare_run
 
         dry = DryRun("solver kaggle-local")
+        dry.engine_args(config, ConfigError)
         prepare_run(config, find_model=lambda model: dry.model(model, ConfigError))
         dry.gpus(config.engine.args, ConfigError)
         dry.add(f"{len(problems)} problems one at a time through the "

@@ -31,6 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default loopback only)")
     parser.add_argument("--log-dir", type=Path, default=None, help="server logs (default: a new temp dir)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the servers to start")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="parse, plan and check (solver/commands/dryrun.py); start no server (before a --)")
     parser.set_defaults(func=run)
 
 
@@ -45,6 +47,7 @@ def _on_term(signum: int, frame: FrameType | None) -> None:
 def run(args: argparse.Namespace) -> int:
     import tempfile
 
+    from solver.config import ConfigError
     from solver.engines.launch import LaunchError, ServerGroup, plan_servers, visible_gpus
     from solver.models import resolve_model
 
@@ -52,7 +55,16 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"--port {args.port} is not a port number")
     try:
         config = config_from_args(args)
-        model = resolve_model(config.engine.model)
+        if args.dry_run:
+            from solver.commands.dryrun import DryRun
+
+            dry = DryRun("solver serve")
+            dry.engine_args(config, ConfigError)
+            checked = len(dry.skipped)
+            dry.model(config.engine.model, ConfigError)  # a path only the other machine has: skipped, kept as named
+            model = config.engine.model if len(dry.skipped) > checked else resolve_model(config.engine.model)
+        else:
+            model = resolve_model(config.engine.model)
         gpus = visible_gpus()
         if args.gpus is not None:
             if args.gpus < 1 or (gpus and args.gpus > len(gpus)):
@@ -64,6 +76,11 @@ def run(args: argparse.Namespace) -> int:
                              host=args.host, extra_args=args.vllm_args)
     except LaunchError as exc:  # a plan that cannot be served (ConfigError and ModelError: the CLI's exit 2)
         return fail(first_line(exc))
+    if args.dry_run:
+        for spec in specs:
+            dry.add(f"server on port {spec.port}, " + (f"GPUs {spec.devices}" if spec.devices else "CPU")
+                    + f": {' '.join(spec.command[2:])}")
+        return dry.print()
 
     log_dir = args.log_dir or Path(tempfile.mkdtemp(prefix="solver-serve-"))
     group = ServerGroup(specs, log_dir)

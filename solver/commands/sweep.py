@@ -156,6 +156,7 @@ def dry_run(args: argparse.Namespace, spec: Any, base: Any, problems: Any) -> in
     dry.add(f"{len(runs)} generation runs ({', '.join(r.run_dir.name for r in runs)}): {len(problems)} problems x "
             f"{spec.max_reps} repetitions each, into {args.out}")
     if not args.offline and base.engine.name == "vllm":
+        dry.engine_args(base, ConfigError)
         dry.model(base.engine.model, ConfigError)
     if args.cluster:
         cluster = parse_cluster(args.cluster, args.actors)

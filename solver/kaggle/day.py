@@ -542,7 +542,7 @@ def load_plan(args: argparse.Namespace, measure: bool = True) -> tuple[list[list
                 await sandbox.close()
 
         problems = with_tool_times(problems, asyncio.run(measure()))
-    elif mode != "carried":
+    elif mode not in ("carried", "measure"):  # fixed seconds a call; a dry run's calls to measure keep none
         problems = with_tool_times(problems, fixed_tool_times(problems, args.tool_s))
     return problems, mode
 

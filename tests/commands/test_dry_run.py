@@ -71,3 +71,82 @@ def test_an_engine_wider_than_the_gpus_visible_is_refused(capsys, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
     assert pressure["main"](args) == 0
     assert "dry run: plan: GPUs: the engine spans 2 of the 2 visible (0,1)" in capsys.readouterr().out
+
+
+def test_a_misspelt_engine_argument_is_one_line_with_the_nearest_name_before_anything_starts(capsys, monkeypatch):
+    from solver.cli import main  # benchmarks/day.py is `solver day`
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    day = ["day", "--gpu", "--model", "/nowhere/gpt-oss-120b", "--attempts-file", "/nowhere/slice.jsonl.xz",
+           "--estimate", "--dry-run"]
+    assert main([*day, "--set", "engine.args.jit_monitor_verbos=true"]) == 2  # a GPU preset: the GPU kit's vLLM
+    assert capsys.readouterr().err.strip() == ("solver: error: engine.args.jit_monitor_verbos: not an engine "
+                                               "argument of vLLM 0.26.0 (nearest: 'jit_monitor_verbose')")
+    assert main([*day, "--set", "engine.args.jit_monitor_verbose=true"]) == 0
+    assert "dry run: plan: engine.args: 8 names, all vLLM 0.26.0's" in capsys.readouterr().out
+    serve = ["serve", "--preset", "t4x2", "--model", "/nowhere/m", "--dry-run", "--", "--tensor-parallel-size", "1"]
+    assert main([*serve[:-3], "--set", "engine.args.tensor_paralel_size=1"]) == 2
+    assert "engine.args.tensor_paralel_size: not an engine argument of vLLM 0.26.0 (nearest: " \
+           "'tensor_parallel_size')" in capsys.readouterr().err
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert main(serve) == 0  # docs/serving.md's: one server a GPU, each with the flags after --
+    assert "dry run: plan: server on port 8001, GPUs 1: " in capsys.readouterr().out
+    pressure = runpy.run_path(str(ROOT / "benchmarks" / "pressure.py"), run_name="pressure")
+    assert pressure["main"](["--preset", "h100", "--set", "engine.args.max_num_seq=8", "--dry-run"]) == 2
+    assert "engine.args.max_num_seq: not an engine argument of vLLM 0.26.0 (nearest: 'max_num_seqs')" in (
+        capsys.readouterr().err)
+
+
+def test_the_cpu_engine_is_checked_against_the_vllm_installed_here(capsys, monkeypatch):
+    vllm = pytest.importorskip("vllm")  # the CPU build: hidden in the fast tier, where its names are skipped
+    from solver.cli import main
+
+    monkeypatch.chdir(ROOT)
+    day = ["day", "--attempts-file", "/nowhere/slice.jsonl.xz", "--estimate", "--dry-run"]  # the tiny CPU engine
+    assert main(day) == 0
+    assert f"engine.args: 10 names, all vLLM {vllm.__version__}'s" in capsys.readouterr().out
+    assert main([*day, "--set", "engine.args.enforce_eagr=true"]) == 2
+    assert capsys.readouterr().err.strip() == (f"solver: error: engine.args.enforce_eagr: not an engine argument of "
+                                               f"vLLM {vllm.__version__} (nearest: 'enforce_eager')")
+
+
+def test_the_gpu_kits_engine_arguments_are_its_wheels_and_take_every_gpu_presets(capsys):
+    from solver.config.loading import load_preset, presets
+    from solver.engines.engine_args import DATA, GPU_KIT_VLLM, cpu_engine, gpu_kit_args
+
+    header = [line for line in DATA.read_text().splitlines() if line.startswith("#")]
+    assert f"vllm-{GPU_KIT_VLLM}-" in header[1] and "sha256" in header[1]  # its source, named
+    assert any(f"pip download vllm=={GPU_KIT_VLLM} --no-deps" in line for line in header)  # and how it was made
+    assert any("scripts/vllm_engine_args.py" in line for line in header)
+    known = gpu_kit_args()
+    assert {"model", "max_num_seqs", "kv_cache_dtype", "enable_log_requests"} <= known.names  # both classes'
+    for name in presets():
+        engine = load_preset(name).get("engine") or {}
+        if not cpu_engine(engine.get("env") or {}):
+            assert known.unknown(engine.get("args") or {}) is None, name
+
+
+def test_the_help_lists_every_preset():
+    from solver.config.loading import presets
+    from solver.commands.common import preset_list
+
+    done = subprocess.run(solver_cmd("compile-cache", "build", "--help"), **RUN)
+    shown = " ".join(done.stdout.split())
+    assert preset_list() in shown and "tiny (CPU)" in shown
+    assert all(name in preset_list().split(", ") or f"{name} (CPU)" in preset_list() for name in presets())
+    assert "h100-gptoss" in shown
+
+
+def test_the_installed_vllms_names_read_from_its_source_are_its_engine_arguments():
+    pytest.importorskip("vllm")  # the CPU build: hidden in the fast tier
+    import dataclasses
+
+    import vllm
+    from vllm.engine.arg_utils import AsyncEngineArgs
+
+    from solver.engines.engine_args import installed_args
+
+    known = installed_args()
+    assert known is not None and known.version == vllm.__version__
+    assert known.names == {f.name for f in dataclasses.fields(AsyncEngineArgs)}
