@@ -67,7 +67,7 @@ def workers_value(value: str) -> int:
 def preset_list() -> str:
     """The presets for a help text, as ``--preset`` finds them (``solver.config.loading.presets``), the one whose
     engine is vLLM's CPU build marked (``solver.engines.engine_args.cpu_engine``)."""
-    from solver.config.loading import load_preset, presets
+    from solver.config import load_preset, presets
     from solver.engines.engine_args import cpu_engine
 
     def cpu(name: str) -> bool:
