@@ -1,0 +1,132 @@
+"""Every result file the READMEs cite is in the repository, and the figures that had none now have one.
+
+The convention (README.md, "Figures and their files"): a figure that came from a run names its command and its
+result file by the file's path in the repository, `benchmarks/results/NAME` or `evaluation/results/NAME` (a folder
+ends in `/`). Inside `benchmarks/README.md` a bare `results/NAME` is the same folder, and so is `$R/NAME` where the
+README sets `R=benchmarks/results`. `{a,b}` stands for each of its names, a brace without a comma (a format field,
+`{f}`) and `*` for any name; each path must match at least one file. Pure file reading: nothing is run here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from fnmatch import fnmatch
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+READMES = ("README.md", "benchmarks/README.md", "evaluation/README.md", "kaggle/README.md")
+# A cited path: a results folder named from the root, from `$R`, or bare; the lookbehind keeps the tail of a longer
+# path (`$OUT/results/`, `benchmarks/results/`) from counting again as a bare one. The path ends on a name character,
+# `*`, `}` or `/`, so a sentence's comma, full stop or closing bracket is not part of it.
+CITATION = re.compile(
+    r"(?<![\w$./-])(?:(?P<root>(?:benchmarks|evaluation)/results)|(?P<var>\$R)|(?P<bare>results))"
+    r"/(?P<rest>(?:[\w.*,/-]|\{[\w.,*-]*\})*(?:[\w*/]|\{[\w.,*-]*\}))?"
+)
+R_SET = "R=benchmarks/results"
+FLOOR = 45  # citations found today are more than this; a parser that stops finding them fails here, not silently
+
+
+@dataclass(frozen=True)
+class Citation:
+    """One result path as a README writes it, the line it is on and the repository path pattern it stands for."""
+
+    readme: str
+    line: int
+    text: str
+    pattern: str
+
+
+def expand(pattern: str) -> list[str]:
+    """The patterns a path with `{a,b}` groups stands for (bash's brace expansion; a group without a comma is a
+    format field and stands for any name).
+
+    >>> expand("h200_day-{a-cold,b-warmup}.json")
+    ['h200_day-a-cold.json', 'h200_day-b-warmup.json']
+    >>> expand("h200_check-{f}.json"), expand("cpu_*")
+    (['h200_check-*.json'], ['cpu_*'])
+    >>> expand("x{1,2}-{a,b}")
+    ['x1-a', 'x1-b', 'x2-a', 'x2-b']
+    """
+    match = re.search(r"\{([^{}]*)\}", pattern)
+    if match is None:
+        return [pattern]
+    head, tail = pattern[: match.start()], pattern[match.end():]
+    options = match.group(1).split(",") if "," in match.group(1) else ["*"]
+    return [out for option in options for out in expand(head + option + tail)]
+
+
+def citations(readme: str, text: str) -> list[Citation]:
+    """Every result path cited in a README's text, resolved to a pattern from the repository's root.
+
+    >>> [c.pattern for c in citations("benchmarks/README.md",
+    ...     "raw: `results/a.json`, $R/b.json, benchmarks/results/c_*.json. See evaluation/results/sim/ (x).")]
+    ['benchmarks/results/a.json', 'benchmarks/results/b.json', 'benchmarks/results/c_*.json', 'evaluation/results/sim/']
+    >>> [c.pattern for c in citations("README.md", "`$OUT/results/x.json` and results/y.json")]
+    ['results/y.json']
+    """
+    found = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        for match in CITATION.finditer(line):
+            rest = match.group("rest") or ""
+            if match.group("root"):
+                base = match.group("root")
+            elif match.group("var") or readme != "README.md":
+                base = "benchmarks/results" if match.group("var") else str(Path(readme).parent / "results")
+            else:
+                base = "results"
+            found.append(Citation(readme, number, match.group(0), f"{base}/{rest}"))
+    return found
+
+
+def resolves(pattern: str) -> bool:
+    """True when every pattern the path stands for matches a file (a folder: one that holds a file)."""
+    for one in expand(pattern):
+        if one.endswith("/"):
+            folder = ROOT / one
+            if not (folder.is_dir() and any(p.is_file() for p in folder.rglob("*"))):
+                return False
+        elif not any(p.is_file() for p in ROOT.glob(one)):
+            return False
+    return True
+
+
+def all_citations() -> list[Citation]:
+    return [c for readme in READMES for c in citations(readme, (ROOT / readme).read_text(encoding="utf-8"))]
+
+
+@pytest.mark.parametrize("readme", READMES)
+def test_every_cited_result_file_is_in_the_repository(readme):
+    text = (ROOT / readme).read_text(encoding="utf-8")
+    cited = citations(readme, text)
+    missing = [f"{c.readme}:{c.line}: {c.text} ({c.pattern})" for c in cited if not resolves(c.pattern)]
+    assert not missing, "cited result files missing:\n" + "\n".join(missing)
+    if any(c.text.startswith("$R/") for c in cited):
+        assert R_SET in text, f"{readme} cites $R/... without setting {R_SET}"
+
+
+def test_the_citations_are_found():
+    assert len(all_citations()) > FLOOR
+
+
+def cited(readme: str, path: str) -> bool:
+    """True when the README cites ``path`` itself, by a pattern that matches it or by a folder that holds it."""
+    return any(c.readme == readme and (fnmatch(path, one) or one.endswith("/") and path.startswith(one))
+               for c in all_citations() for one in expand(c.pattern))
+
+
+def layouts_ratio(path: Path) -> float:
+    """replicas:2's decoded tokens per second over one engine's, from a `layouts.py scaling --json` file."""
+    rows = {row["layout"]: row["decoded"] / row["seconds"] for row in json.loads(path.read_text())["layouts"]}
+    return rows["replicas:2"] / rows["one"]
+
+
+def test_two_gpu_scaling_has_its_raw_run():
+    """The 1.959x that `replica_time_scale` (2 / 1.959) rests on is the committed raw run's own ratio."""
+    path = "benchmarks/results/h200x2_layouts-scaling-one-replicas2.json"
+    assert cited("benchmarks/README.md", path)
+    assert f"{layouts_ratio(ROOT / path):.3f}" == "1.959"
+    assert "**1.959**" in (ROOT / "benchmarks/README.md").read_text(encoding="utf-8")
