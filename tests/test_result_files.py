@@ -130,3 +130,23 @@ def test_two_gpu_scaling_has_its_raw_run():
     assert cited("benchmarks/README.md", path)
     assert f"{layouts_ratio(ROOT / path):.3f}" == "1.959"
     assert "**1.959**" in (ROOT / "benchmarks/README.md").read_text(encoding="utf-8")
+
+
+# The figures that had no file: (README, result file, [(as the README writes it, as the file writes it)]). Each file
+# must be cited by that README, and each figure must stand in both.
+FIGURES = [
+    ("evaluation/README.md", "evaluation/results/real-attempts/replay_check-8.txt",
+     [("+5.9 … +18.3 %", "+5.9%"), ("+5.9 … +18.3 %", "+18.3%"), ("4 of 8 stopped alike", "stopped alike: 4 of 8")]),
+    ("evaluation/README.md", "evaluation/results/real-attempts/replay_check-8-max400.txt",
+     [("+2.5 … +18.4 %", "+2.5%"), ("+2.5 … +18.4 %", "worst time gap 18.4%"), ("7 of 8 alike", "stopped alike: 7 of 8")]),
+]
+
+
+@pytest.mark.parametrize("readme, path, figures", FIGURES, ids=[Path(f[1]).name for f in FIGURES])
+def test_each_figure_stands_in_its_file(readme, path, figures):
+    assert cited(readme, path), f"{readme} does not cite {path}"
+    # Whitespace as one space: a README wraps its lines where it likes.
+    text, result = (" ".join((ROOT / p).read_text(encoding="utf-8").split()) for p in (readme, path))
+    for written, recorded in figures:
+        assert written in text, f"{readme} no longer says {written!r}"
+        assert recorded in result, f"{path} does not hold {recorded!r}"
