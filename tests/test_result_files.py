@@ -9,6 +9,7 @@ README sets `R=benchmarks/results`. `{a,b}` stands for each of its names, a brac
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from fnmatch import fnmatch
@@ -150,3 +151,44 @@ def test_each_figure_stands_in_its_file(readme, path, figures):
     for written, recorded in figures:
         assert written in text, f"{readme} no longer says {written!r}"
         assert recorded in result, f"{path} does not hold {recorded!r}"
+
+
+def table_after(text: str, marker: str) -> list[list[str]]:
+    """The cells of the first markdown table after ``marker``, header and rule left out."""
+    lines = text[text.index(marker):].splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = []
+    for line in lines[first + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+def tune_cells(row: dict[str, str]) -> list[str]:
+    """A `solver tune` settings.csv row as the winners' table writes it, from its second column on.
+
+    >>> tune_cells({"mean": "42.85", "std": "1.2098", "q05": "41.0", "q95": "45.0", "tokens_per_problem": "237903.4",
+    ...             "seconds_per_problem": "298.9", "run_seconds": "15092.3", "cut_per_run": "0.152",
+    ...             "retried_per_run": "0.0", "bootstrapped_per_run": "32.145", "bootstrap_bias": "-1.038"})
+    ['42.85 ± 1.21', '41–45', '238k', '299', '15,092', '0.15', '0.00', '32.1 (−1.04)']
+    """
+    v = {k: float(x) for k, x in row.items() if k in {
+        "mean", "std", "q05", "q95", "tokens_per_problem", "seconds_per_problem", "run_seconds", "cut_per_run",
+        "retried_per_run", "bootstrapped_per_run", "bootstrap_bias"}}
+    return [f"{v['mean']:.2f} ± {v['std']:.2f}", f"{v['q05']:g}–{v['q95']:g}", f"{v['tokens_per_problem'] / 1000:.0f}k",
+            f"{v['seconds_per_problem']:.0f}", f"{v['run_seconds']:,.0f}", f"{v['cut_per_run']:.2f}",
+            f"{v['retried_per_run']:.2f}", f"{v['bootstrapped_per_run']:.1f} ({v['bootstrap_bias']:.2f})".replace("-", "−")]
+
+
+def test_the_winners_table_is_its_tune_run():
+    """Every row of evaluation/README.md's winners' table is a setting of the committed tune run, figure for figure."""
+    path = "evaluation/results/tune-levers/settings.csv"
+    assert cited("evaluation/README.md", path)
+    with open(ROOT / path, newline="") as f:
+        settings = [tune_cells(row) for row in csv.DictReader(f)]
+    rows = table_after((ROOT / "evaluation/README.md").read_text(encoding="utf-8"),
+                       "**The winners' rule and the alternatives**")
+    assert len(rows) >= 8
+    for row in rows:
+        assert row[1:] in settings, f"no setting of {path} reads {row}"
