@@ -140,6 +140,10 @@ FIGURES = [
      [("+5.9 … +18.3 %", "+5.9%"), ("+5.9 … +18.3 %", "+18.3%"), ("4 of 8 stopped alike", "stopped alike: 4 of 8")]),
     ("evaluation/README.md", "evaluation/results/real-attempts/replay_check-8-max400.txt",
      [("+2.5 … +18.4 %", "+2.5%"), ("+2.5 … +18.4 %", "worst time gap 18.4%"), ("7 of 8 alike", "stopped alike: 7 of 8")]),
+    ("evaluation/README.md", "evaluation/results/sim-retention0/summary.csv",  # mean,std of 12, 16 and 8 at once
+     [("41.67 ± 1.40", "41.674,1.3999"), ("40.02 ± 1.48", "40.024,1.4805"), ("42.99 ± 1.21 (281 s)", "42.992,1.2078")]),
+    ("evaluation/README.md", "evaluation/results/sim-retention0/report.md",
+     [("286 s a problem, 0.01 cut a day", "| 286.4 | 14453 | 0.01 |"), ("(315 s, 1.58 cut)", "| 314.6 | 15859 | 1.58 |")]),
 ]
 
 
