@@ -140,6 +140,20 @@ FIGURES = [
      [("+5.9 … +18.3 %", "+5.9%"), ("+5.9 … +18.3 %", "+18.3%"), ("4 of 8 stopped alike", "stopped alike: 4 of 8")]),
     ("evaluation/README.md", "evaluation/results/real-attempts/replay_check-8-max400.txt",
      [("+2.5 … +18.4 %", "+2.5%"), ("+2.5 … +18.4 %", "worst time gap 18.4%"), ("7 of 8 alike", "stopped alike: 7 of 8")]),
+    ("evaluation/README.md", "evaluation/results/real-attempts/import.txt",
+     [("import all 328 attempts (10,485 turns, 116 MB log) | 2 min 12 s", "imported 328 attempts (10485 turns) of 53"),
+      ("2 min 12 s", "wall 132.0 s"), ("3 attempts end at an answer", "(3 ended at an answer before the recording did)")]),
+    ("evaluation/README.md", "evaluation/results/real-attempts/replay-recorded-outputs.txt",
+     [("| 2 min 9 s |", "wall 129.2 s"), ("majority right on 46 of 53 |", "46/53 = 86.8 %")]),
+    ("evaluation/README.md", "evaluation/results/real-attempts/replay-recorded-outputs-agreement.txt",
+     [("328 of 328 repetitions give the recorded answer", "same answer: 328 of 328"),
+      ("327 the same ids", "same ids: 327 of 328"),
+      ("10,121 of 10,121 calls the recorded output", "tool calls shown the same output: 10121 of 10121")]),
+    ("evaluation/README.md", "evaluation/results/real-attempts/replay-preset.txt",
+     [("| 2 min 7 s |", "wall 126.9 s"), ("majority right on 46 of 53;", "46/53 = 86.8 %")]),
+    ("evaluation/README.md", "evaluation/results/real-attempts/replay-preset-agreement.txt",
+     [("(up to 93,775)", "of 93775 tokens"),
+      ("majority right on 46 of 53; 31", "problems answered right by the replay: 46 of 53")]),
     ("evaluation/README.md", "evaluation/results/real-attempts/harmony_answers.txt",
      [("154 in the final channel, 174 in the analysis channel", "final channel on 154, in the analysis channel on 174"),
       ("321 of 328 attempts", "at the cut 321, in an earlier request 3, never 4"),
@@ -204,3 +218,18 @@ def test_the_winners_table_is_its_tune_run():
     assert len(rows) >= 8
     for row in rows:
         assert row[1:] in settings, f"no setting of {path} reads {row}"
+
+
+def test_the_preset_replay_counts_are_its_files():
+    """The preset row's counts, read off the committed outputs: repetitions cut at `length` with other ids and with
+    another answer (the agreement), problems stopped on agree:4 and run to all 8 (the solve's progress lines)."""
+    folder = ROOT / "evaluation/results/real-attempts"
+    agreement = (folder / "replay-preset-agreement.txt").read_text(encoding="utf-8")
+    progress = re.findall(r"^\[\d+/53\] [^:]+: answer \S+ \(\d+ reps, ([\w:]+)",
+                          (folder / "replay-preset.txt").read_text(encoding="utf-8"), flags=re.MULTILINE)
+    length = len(re.findall(r"other ids \(length", agreement))
+    answer = len(re.findall(r"answer \S+ -> \S+ \(length", agreement))
+    text = " ".join((ROOT / "evaluation/README.md").read_text(encoding="utf-8").split())
+    assert f"{length} repetitions end at `length`" in text and f"{answer} of them with another answer" in text
+    assert len(progress) == 53
+    assert f"`agree:4` stops {progress.count('agree:4')} problems, the other {progress.count('max_reps')} run all 8" in text
