@@ -84,7 +84,14 @@ def citations(readme: str, text: str) -> list[Citation]:
 
 
 def resolves(pattern: str) -> bool:
-    """True when every pattern the path stands for matches a file (a folder: one that holds a file)."""
+    """True when every pattern the path stands for matches a file (a folder: one that holds a file).
+
+    >>> seeds = "benchmarks/results/h200x2_seed-8b-tp"
+    >>> resolves(seeds + "{1,2}.json"), resolves(seeds + "{1,3}.json"), resolves("results/cpu_*")
+    (True, False, False)
+    >>> resolves("evaluation/results/tune-levers/"), resolves("evaluation/results/no-such-run/")
+    (True, False)
+    """
     for one in expand(pattern):
         if one.endswith("/"):
             folder = ROOT / one
@@ -137,12 +144,15 @@ def test_two_gpu_scaling_has_its_raw_run():
 # must be cited by that README, and each figure must stand in both.
 FIGURES = [
     ("evaluation/README.md", "evaluation/results/real-attempts/replay_check-8.txt",
-     [("+5.9 … +18.3 %", "+5.9%"), ("+5.9 … +18.3 %", "+18.3%"), ("4 of 8 stopped alike", "stopped alike: 4 of 8")]),
+     [("+5.9 … +18.3 %", "+5.9%"), ("+5.9 … +18.3 %", "+18.3%"),
+      ("4 of 8 stopped alike", "stopped alike: 4 of 8")]),
     ("evaluation/README.md", "evaluation/results/real-attempts/replay_check-8-max400.txt",
-     [("+2.5 … +18.4 %", "+2.5%"), ("+2.5 … +18.4 %", "worst time gap 18.4%"), ("7 of 8 alike", "stopped alike: 7 of 8")]),
+     [("+2.5 … +18.4 %", "+2.5%"), ("+2.5 … +18.4 %", "worst time gap 18.4%"),
+      ("7 of 8 alike", "stopped alike: 7 of 8")]),
     ("evaluation/README.md", "evaluation/results/real-attempts/import.txt",
      [("import all 328 attempts (10,485 turns, 116 MB log) | 2 min 12 s", "imported 328 attempts (10485 turns) of 53"),
-      ("2 min 12 s", "wall 132.0 s"), ("3 attempts end at an answer", "(3 ended at an answer before the recording did)")]),
+      ("2 min 12 s", "wall 132.0 s"),
+      ("3 attempts end at an answer", "(3 ended at an answer before the recording did)")]),
     ("evaluation/README.md", "evaluation/results/real-attempts/replay-recorded-outputs.txt",
      [("| 2 min 9 s |", "wall 129.2 s"), ("majority right on 46 of 53 |", "46/53 = 86.8 %")]),
     ("evaluation/README.md", "evaluation/results/real-attempts/replay-recorded-outputs-agreement.txt",
@@ -163,9 +173,11 @@ FIGURES = [
       ("228 of 328 right", "right in 228 of 328 attempts"), ("right on 46 of 53", "right on 46 of 53"),
       ("median is 13 tokens", "median 13 tokens"), ("at least 2,262 tokens (0.02 %", ">= 2,262 tokens (0.02 %")]),
     ("evaluation/README.md", "evaluation/results/sim-retention0/summary.csv",  # mean,std of 12, 16 and 8 at once
-     [("41.67 ± 1.40", "41.674,1.3999"), ("40.02 ± 1.48", "40.024,1.4805"), ("42.99 ± 1.21 (281 s)", "42.992,1.2078")]),
+     [("41.67 ± 1.40", "41.674,1.3999"), ("40.02 ± 1.48", "40.024,1.4805"),
+      ("42.99 ± 1.21 (281 s)", "42.992,1.2078")]),
     ("evaluation/README.md", "evaluation/results/sim-retention0/report.md",
-     [("286 s a problem, 0.01 cut a day", "| 286.4 | 14453 | 0.01 |"), ("(315 s, 1.58 cut)", "| 314.6 | 15859 | 1.58 |")]),
+     [("286 s a problem, 0.01 cut a day", "| 286.4 | 14453 | 0.01 |"),
+      ("(315 s, 1.58 cut)", "| 314.6 | 15859 | 1.58 |")]),
 ]
 
 
@@ -202,9 +214,10 @@ def tune_cells(row: dict[str, str]) -> list[str]:
     v = {k: float(x) for k, x in row.items() if k in {
         "mean", "std", "q05", "q95", "tokens_per_problem", "seconds_per_problem", "run_seconds", "cut_per_run",
         "retried_per_run", "bootstrapped_per_run", "bootstrap_bias"}}
-    return [f"{v['mean']:.2f} ± {v['std']:.2f}", f"{v['q05']:g}–{v['q95']:g}", f"{v['tokens_per_problem'] / 1000:.0f}k",
-            f"{v['seconds_per_problem']:.0f}", f"{v['run_seconds']:,.0f}", f"{v['cut_per_run']:.2f}",
-            f"{v['retried_per_run']:.2f}", f"{v['bootstrapped_per_run']:.1f} ({v['bootstrap_bias']:.2f})".replace("-", "−")]
+    bias = f"{v['bootstrap_bias']:.2f}".replace("-", "−")  # the README's minus sign
+    return [f"{v['mean']:.2f} ± {v['std']:.2f}", f"{v['q05']:g}–{v['q95']:g}",
+            f"{v['tokens_per_problem'] / 1000:.0f}k", f"{v['seconds_per_problem']:.0f}", f"{v['run_seconds']:,.0f}",
+            f"{v['cut_per_run']:.2f}", f"{v['retried_per_run']:.2f}", f"{v['bootstrapped_per_run']:.1f} ({bias})"]
 
 
 def test_the_winners_table_is_its_tune_run():
@@ -232,7 +245,8 @@ def test_the_preset_replay_counts_are_its_files():
     text = " ".join((ROOT / "evaluation/README.md").read_text(encoding="utf-8").split())
     assert f"{length} repetitions end at `length`" in text and f"{answer} of them with another answer" in text
     assert len(progress) == 53
-    assert f"`agree:4` stops {progress.count('agree:4')} problems, the other {progress.count('max_reps')} run all 8" in text
+    stops = f"`agree:4` stops {progress.count('agree:4')} problems, the other {progress.count('max_reps')} run all 8"
+    assert stops in text
 
 
 # Figures that had neither command nor file and were not re-run (each needs more than ten minutes of both CPU cores,
