@@ -264,3 +264,20 @@ UNBACKED = [
 @pytest.mark.parametrize("readme, figure", UNBACKED, ids=[f[1] for f in UNBACKED])
 def test_figures_without_a_file_are_not_quoted(readme, figure):
     assert figure not in " ".join((ROOT / readme).read_text(encoding="utf-8").split())
+
+
+def test_the_stopping_table_is_its_run():
+    """benchmarks/README.md's stopping-rule table, row by row, is the committed `stopping.py --synthetic` output."""
+    path = "benchmarks/results/cpu_stopping-synthetic.txt"
+    assert cited("benchmarks/README.md", path)
+    printed = {}
+    for line in (ROOT / path).read_text(encoding="utf-8").splitlines():
+        cells = line.split()
+        if len(cells) >= 7 and cells[-6].endswith("%"):  # policy, accuracy, loss, finished, launched, tokens, saving
+            printed[cells[0]] = [cells[-6].rstrip("%") + " %", cells[-5].replace("-", "−"), cells[-4], cells[-1] + "×"]
+    rows = table_after((ROOT / "benchmarks/README.md").read_text(encoding="utf-8"),
+                       "| policy | accuracy | loss (points) | repetitions | saving |")
+    assert len(rows) == len(printed) == 13
+    for row in rows:
+        key = row[0].split()[0] if "+" not in row[0] else "agree:4,beta:0.9"  # the README writes `a + b (any)`
+        assert row[1:] == printed[key], f"{row} against {path}'s {printed[key]}"
