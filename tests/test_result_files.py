@@ -172,6 +172,13 @@ FIGURES = [
       ("139 of 328 attempts right", "right in 139 of 328 attempts"), ("right on 30 of 53", "right on 30 of 53"),
       ("228 of 328 right", "right in 228 of 328 attempts"), ("right on 46 of 53", "right on 46 of 53"),
       ("median is 13 tokens", "median 13 tokens"), ("at least 2,262 tokens (0.02 %", ">= 2,262 tokens (0.02 %")]),
+    ("README.md", "evaluation/results/demo/skip-live.txt",  # the demo's replayed part and its simulation
+     [(x, x) for x in ("replayed: 56/88 right (63.6 %) · ran 1,138 of 2,640 programs: hold:0.9 ended 72 of 88 "
+                       "questions early, 1,502 programs saved (2.3x fewer)",
+                       "every program 30.0 62.9 % 62.5-63.6 %", "lossless 23.7 62.9 % 62.5-63.6 %",
+                       "beta:0.95 17.2 62.8 % 61.4-63.6 %", "margin:3 16.0 62.4 % 61.4-63.6 %",
+                       "hold:0.9 ← tune's pick 13.1 62.5 % 61.4-63.6 %",
+                       "KS 0.06, mean gap -0.13 questions → agree")]),
     ("evaluation/README.md", "evaluation/results/sim-retention0/summary.csv",  # mean,std of 12, 16 and 8 at once
      [("41.67 ± 1.40", "41.674,1.3999"), ("40.02 ± 1.48", "40.024,1.4805"),
       ("42.99 ± 1.21 (281 s)", "42.992,1.2078")]),
