@@ -179,6 +179,42 @@ FIGURES = [
                        "beta:0.95 17.2 62.8 % 61.4-63.6 %", "margin:3 16.0 62.4 % 61.4-63.6 %",
                        "hold:0.9 ← tune's pick 13.1 62.5 % 61.4-63.6 %",
                        "KS 0.06, mean gap -0.13 questions → agree")]),
+    ("benchmarks/README.md", "benchmarks/results/cpu_sandbox.txt",
+     [("| pool, one at a time | 9.7 | 20.3 | 61.0 | |", "pool, one at a time 9.7 20.3 61.0 nan"),
+      ("| pool, 2 in flight | 13.3 | 24.3 | 80.8 | 15.3 |", "pool, 2 in flight 13.3 24.3 80.8 15.3"),
+      ("| 593.2 | 712.5 | 1.7 | |", "python -c, one at a time 593.2 712.5 1.7 nan"),
+      ("| 1291.9 | 1656.6 | 1.5 | 602.3 |", "python -c, 2 in flight 1291.9 1656.6 1.5 602.3"),
+      ("Latency ratio 61×, throughput ratio 53×, CPU ratio 39×", "latency ratio (median, baseline / pool): 61x"),
+      ("throughput ratio 53×", "throughput ratio (2 in flight, pool / baseline): 53x"),
+      ("CPU ratio 39×; from CPU per snippet, 2 idle cores give about 131", "CPU ratio (baseline / pool): 39x; "
+       "capacity of 2 idle cores: 131 snippets/s")]),
+    ("benchmarks/README.md", "benchmarks/results/cpu_sessions.txt",
+     [("| stateful session | 4.0 | 7.9 | 4.4 | 198.8 |", "stateful 4.0 7.9 4.4 198.8"),
+      ("| accumulate | 4.3 | 48.2 | 120.0 | 2426.2 |", "accumulate 4.3 48.2 120.0 2426.2"),
+      ("| ratio | 1.1× | 6.1× | 27.0× | 12.2× |",
+       "call 1: 1.1x, call 8: 6.1x, call 32: 27.0x, repetition: 12.2x")]),
+    ("benchmarks/README.md", "benchmarks/results/cpu_frontier/frontier.txt",
+     [("| every repetition | 30 | 30.00 | 1.00× | 62.89 % | 0.00 |", "every repetition 30 30.00 1.00x 62.89 +0.00"),
+      ("| 30 | 17.15 | 1.75× | 62.82 % | −0.06 |", "Adaptive-Consistency (beta:0.95) 30 17.15 1.75x 62.82 -0.06"),
+      ("| 30 | 11.24 | **2.67×** | 62.42 % | −0.47 |", "chosen: hold:0.8 30 11.24 2.67x 62.42 -0.47"),
+      ("(`beta:0.9`) | 30 | 15.18 | 1.98× | 62.73 % | −0.16 |", "30 15.18 1.98x 62.73 -0.16 61.4-63.6 (beta:0.9)"),
+      ("(`margin:3`) | 30 | 16.00 | 1.87× | 62.54 % | −0.35 |", "30 16.00 1.87x 62.54 -0.35 61.4-63.6 (margin:3)"),
+      ("(`ztest:0.1`) | 30 | 17.08 | 1.76× | 62.82 % | −0.07 |", "30 17.08 1.76x 62.82 -0.07 61.4-63.6 (ztest:0.1)"),
+      ("(`esc:3`) | 30 | 19.47 | 1.54× | 62.55 % | −0.34 |", "30 19.47 1.54x 62.55 -0.34 61.4-63.6 (esc:3)"),
+      ("`agree_rules` within 0.5 | 30 | 18.73 | 1.60× | 62.40 % | −0.49 |", "30 18.73 1.60x 62.40 -0.49"),
+      ("| `lossless` | 30 | 23.73 | 1.26× | 62.89 % | 0.00 |", "30 23.73 1.26x 62.89 +0.00 62.5-63.6 (lossless)"),
+      ("KS 0.093, mean gap −0.17 problems", "KS 0.093, mean gap -0.17 problems"),
+      ("19 points, 14 of them other", "(19 points, 14 of them other rules)"),
+      ("0.07 points below it (`beta:0.8` at N = 15, 7.94 repetitions, against `hold:0.8` at N = 15, 7.15)",
+       "worst gap -0.07 points (beta N=15 beta:0.8 at 7.94 reps vs N=15 hold:0.8 at 7.15)"),
+      ("36 of the 88 problems have 0–5 answers among their 30 samples (10 of them with a right majority)",
+       "36 problems have 0-5 answers among 30 samples (10 of them a right majority)"),
+      ("costs 12.3 repetitions per problem over all 88 — above the 10.0", "12.3 repetitions per problem of all 88")]),
+    ("benchmarks/README.md", "benchmarks/results/cpu_stopping-aqua-futile.txt",
+     [("2.92× at −1.90 points (k = 15)", "hold:0.9,futile:15 61.0% 1.90 10.26 10.26 0 2.92"),
+      ("3.18× at −3.00 (k = 12)", "hold:0.9,futile:12 59.9% 3.00 9.42 9.42 0 3.18"),
+      ("3.42× at −4.03 (k = 10)", "hold:0.9,futile:10 58.9% 4.03 8.77 8.77 0 3.42")]),
+    ("README.md", "benchmarks/results/cpu_sandbox.txt", [("median 9.7 ms per snippet against 0.59 s", "593.2")]),
     ("evaluation/README.md", "evaluation/results/sim-retention0/summary.csv",  # mean,std of 12, 16 and 8 at once
      [("41.67 ± 1.40", "41.674,1.3999"), ("40.02 ± 1.48", "40.024,1.4805"),
       ("42.99 ± 1.21 (281 s)", "42.992,1.2078")]),
@@ -281,7 +317,8 @@ def test_the_stopping_table_is_its_run():
     for line in (ROOT / path).read_text(encoding="utf-8").splitlines():
         cells = line.split()
         if len(cells) >= 7 and cells[-6].endswith("%"):  # policy, accuracy, loss, finished, launched, tokens, saving
-            printed[cells[0]] = [cells[-6].rstrip("%") + " %", cells[-5].replace("-", "−"), cells[-4], cells[-1] + "×"]
+            accuracy, loss = cells[-6].rstrip("%") + " %", cells[-5].replace("-", "−")
+            printed[cells[0]] = [accuracy, loss, cells[-4], cells[-1] + "×"]
     rows = table_after((ROOT / "benchmarks/README.md").read_text(encoding="utf-8"),
                        "| policy | accuracy | loss (points) | repetitions | saving |")
     assert len(rows) == len(printed) == 13
