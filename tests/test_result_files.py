@@ -214,6 +214,10 @@ FIGURES = [
      [("2.92× at −1.90 points (k = 15)", "hold:0.9,futile:15 61.0% 1.90 10.26 10.26 0 2.92"),
       ("3.18× at −3.00 (k = 12)", "hold:0.9,futile:12 59.9% 3.00 9.42 9.42 0 3.18"),
       ("3.42× at −4.03 (k = 10)", "hold:0.9,futile:10 58.9% 4.03 8.77 8.77 0 3.42")]),
+    ("benchmarks/README.md", "benchmarks/results/cpu_runlog_stall.txt",
+     [("| on the loop | 2.46 | 0.00 | 4.73 | 0.641 | 8.30 |", "on the loop 8.30 4.73 0.126 0.641 1.64 2.46 0.00"),
+      ("| off the loop | 1.74 | 1.44 | 1.11 | 0.245 | 4.32 |", "off the loop 4.32 1.11 0.127 0.245 1.49 1.74 1.44"),
+      ("late in all falls 2.6×", "time stalled 2.6 x")]),
     ("README.md", "benchmarks/results/cpu_sandbox.txt", [("median 9.7 ms per snippet against 0.59 s", "593.2")]),
     ("evaluation/README.md", "evaluation/results/sim-retention0/summary.csv",  # mean,std of 12, 16 and 8 at once
      [("41.67 ± 1.40", "41.674,1.3999"), ("40.02 ± 1.48", "40.024,1.4805"),
