@@ -329,3 +329,18 @@ def test_the_stopping_table_is_its_run():
     for row in rows:
         key = row[0].split()[0] if "+" not in row[0] else "agree:4,beta:0.9"  # the README writes `a + b (any)`
         assert row[1:] == printed[key], f"{row} against {path}'s {printed[key]}"
+
+
+def test_the_bundle_figures_are_its_file():
+    """kaggle/README.md's bundle size is the committed bundle.json's: wheels, total MB, the check and the largest."""
+    path = "benchmarks/results/cpu_bundle-extra-none.json"
+    assert cited("kaggle/README.md", path)
+    bundle = json.loads((ROOT / path).read_text(encoding="utf-8"))
+    sizes = bundle["sizes_bytes"]
+    largest = sorted(sizes, key=sizes.get, reverse=True)[:5]
+    text = " ".join((ROOT / "kaggle/README.md").read_text(encoding="utf-8").split())
+    check = "check passed" if bundle["checked"] and not bundle["problems"] else "check failed"
+    assert f"{len(sizes)} wheels, {bundle['total_bytes'] / 1e6:.0f} MB, {check}" in text
+    assert [name.split("-")[0] for name in largest] == ["pyarrow", "polars_runtime_32", "bpe_openai", "scipy", "numpy"]
+    assert "pyarrow 55 MB, polars' runtime 54 MB, bpe_openai 42 MB, scipy 35 MB, numpy 17 MB" in text
+    assert [round(sizes[name] / 1e6) for name in largest] == [55, 54, 42, 35, 17]
