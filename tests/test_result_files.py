@@ -218,6 +218,9 @@ FIGURES = [
      [("| on the loop | 2.46 | 0.00 | 4.73 | 0.641 | 8.30 |", "on the loop 8.30 4.73 0.126 0.641 1.64 2.46 0.00"),
       ("| off the loop | 1.74 | 1.44 | 1.11 | 0.245 | 4.32 |", "off the loop 4.32 1.11 0.127 0.245 1.49 1.74 1.44"),
       ("late in all falls 2.6×", "time stalled 2.6 x")]),
+    ("README.md", "benchmarks/results/h100_engine_llama8b.json",
+     [("97,112 against 79,635", '"tokens": 97112'), ("97,112 against 79,635", '"tokens": 79635')]),
+    ("README.md", "evaluation/results/mathverify_agreement.txt", [("(53 of 54", "agreement: 53 of 54")]),
     ("README.md", "benchmarks/results/cpu_sandbox.txt", [("median 9.7 ms per snippet against 0.59 s", "593.2")]),
     ("evaluation/README.md", "evaluation/results/sim-retention0/summary.csv",  # mean,std of 12, 16 and 8 at once
      [("41.67 ± 1.40", "41.674,1.3999"), ("40.02 ± 1.48", "40.024,1.4805"),
