@@ -12,8 +12,8 @@ from __future__ import annotations
 import csv
 import json
 import re
-from fnmatch import fnmatch
 from dataclasses import dataclass
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -28,7 +28,7 @@ CITATION = re.compile(
     r"/(?P<rest>(?:[\w.*,/-]|\{[\w.,*-]*\})*(?:[\w*/]|\{[\w.,*-]*\}))?"
 )
 R_SET = "R=benchmarks/results"
-FLOOR = 50  # citations found today (56) are more than this; a parser that stops finding them fails here, not silently
+FLOOR = 65  # citations found today (71) are more than this; a parser that stops finding them fails here, not silently
 
 
 @dataclass(frozen=True)
@@ -120,9 +120,13 @@ def test_the_citations_are_found():
     assert len(all_citations()) > FLOOR
 
 
+FOLDERS = {"benchmarks/results/", "evaluation/results/"}  # named whole where the convention is stated: no citation
+
+
 def cited(readme: str, path: str) -> bool:
-    """True when the README cites ``path`` itself, by a pattern that matches it or by a folder that holds it."""
-    return any(c.readme == readme and (fnmatch(path, one) or one.endswith("/") and path.startswith(one))
+    """True when the README cites ``path`` itself, by a pattern that matches it or by a run's folder that holds it."""
+    return any(c.readme == readme and one not in FOLDERS and (fnmatch(path, one) or one.endswith("/")
+                                                             and path.startswith(one))
                for c in all_citations() for one in expand(c.pattern))
 
 
