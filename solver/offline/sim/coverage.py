@@ -19,6 +19,7 @@ the mean half-width, and the ratio of the estimated variance to the estimates' r
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,6 +39,11 @@ from solver.types import Ballot, Problem
 Path = Literal["unbiased", "jackknife", "one day"]
 PATHS: tuple[Path, ...] = ("unbiased", "jackknife", "one day")
 NOMINAL = 0.95
+# Cases per design of the full check: the pairs' path carries it, 5,300 per rule (a standard error of 0.3 points at
+# 95 %; the private rule's split between its two seed policies); each bound's path, an upper bound, 300.
+UNBIASED_CASES, BOUNDED_CASES = 5300, 300
+COMBOS: tuple[tuple[str, SeedPolicy], ...] = (("aimo3-public", "fixed"), ("aimo3-private", "fixed"),
+                                            ("aimo3-private", "per-run"))
 
 
 @dataclass(frozen=True)
@@ -47,18 +53,15 @@ class Design:
     rule: str  # a name of ``SCORINGS``: aimo3-public (one run) or aimo3-private (two)
     policy: SeedPolicy
     path: Path
-    problems: int = 6  # P = K
+    problems: int = 8  # P = K
     n: int = 3  # A: the majority of n; B: one
-    trials: int = 40
-
-    @property
-    def runs(self) -> int:
-        return SCORINGS[self.rule].runs
+    trials: int = 60
 
     @property
     def drawn(self) -> int:
-        """The repetitions the pair draws from a problem per day, as the report counts them (``Comparer``)."""
-        return self.runs * self.n
+        """The repetitions the pair draws from a problem per day, as the report counts them (``Comparer``): both
+        runs' under a rule of two runs with per-run seeds, one run's otherwise."""
+        return (SCORINGS[self.rule].runs if self.policy == "per-run" else 1) * self.n
 
     @property
     def recorded(self) -> int:
@@ -89,6 +92,8 @@ class CoverageCheck:
     truth: float  # the true expected difference A − B of a day
     covered: int  # cases whose interval holds the truth
     half_width: float  # mean half-width of the intervals
+    needed: float  # the factor the half-widths would need to cover 95 % of the cases: the 95th percentile of
+    # |estimate − truth| / half-width (1 is right; above 1, too narrow)
     width_ratio: float  # √(mean estimated variance / variance of the estimates across cases): 1 is right
     conservative: float  # mean problems per case whose variance is an upper bound
 
@@ -100,7 +105,7 @@ class CoverageCheck:
     def se(self) -> float:
         """The coverage's standard error, at the nominal level (what the check is held to).
 
-        >>> round(CoverageCheck(Design("aimo3-public", "fixed", "unbiased"), 5300, 0.0, 5035, 1, 1, 0).se, 4)
+        >>> round(CoverageCheck(Design("aimo3-public", "fixed", "unbiased"), 5300, 0.0, 5035, 1, 1, 1, 0).se, 4)
         0.003
         """
         return math.sqrt(NOMINAL * (1 - NOMINAL) / self.cases)
@@ -124,12 +129,18 @@ def recording(rng: np.random.Generator, accuracy: np.ndarray, recorded: int) -> 
                      ones) for p, row in enumerate(right)]
 
 
+@functools.cache
+def runs_config(policy: SeedPolicy) -> Config:
+    """The default config under ``policy`` (made once: parsing a config takes milliseconds)."""
+    return Config().replace({"sampling.seed_policy": policy})
+
+
 def one_case(design: Design, seed: Sequence[int]) -> tuple[float, float, float, int]:
     """One recording, its trials and its interval, from ``np.random.default_rng(seed)``: the estimate, the
     half-width, the recordings' variance estimate, and the problems bounded conservatively."""
     rng = np.random.default_rng(list(seed))
     accuracy = np.linspace(0.2, 0.9, design.problems)
-    config = Config().replace({"sampling.seed_policy": design.policy})
+    config = runs_config(design.policy)
     settings = [Setting(design.n, "majority", (), design.n), Setting(1, "majority", (), 1)]
     plan = Plan(recording(rng, accuracy, design.recorded), settings, config, design.problems, "auto",
                 scoring=SCORINGS[design.rule])
@@ -137,14 +148,9 @@ def one_case(design: Design, seed: Sequence[int]) -> tuple[float, float, float, 
     return d.mean, d.half, d.data_var, d.conservative
 
 
-def coverage_check(design: Design, cases: int, seed: int = 0, jobs: int = 1) -> CoverageCheck:
-    """``cases`` recordings of one truth on ``design``, case i from the seed (``seed``, the design, i): the same
-    result for any ``jobs``.
-
-    >>> c = coverage_check(Design("aimo3-private", "per-run", "unbiased", problems=2, trials=30), cases=3)
-    >>> c.cases, 0 <= c.covered <= 3, c.conservative
-    (3, True, 0.0)
-    """
+def case_rows(design: Design, cases: int, seed: int = 0, jobs: int = 1) -> np.ndarray:
+    """(cases, 4) per case the estimate, the half-width, the recordings' variance estimate and the problems bounded;
+    case i from the seed (``seed``, the design, i), so the same for any ``jobs``."""
     from joblib import Parallel, delayed
 
     cell = [seed, PATHS.index(design.path), SCORINGS[design.rule].runs, design.policy == "per-run"]
@@ -153,19 +159,53 @@ def coverage_check(design: Design, cases: int, seed: int = 0, jobs: int = 1) -> 
         rows = [one_case(design, s) for s in seeds]
     else:
         rows = Parallel(n_jobs=jobs, batch_size=16)(delayed(one_case)(design, s) for s in seeds)
+    return np.array(rows, dtype=float).reshape(cases, 4)
+
+
+def checked(design: Design, rows: np.ndarray) -> CoverageCheck:
+    """What the cases' ``rows`` (``case_rows``) say of the interval."""
+    cases = len(rows)
     true = truth(np.linspace(0.2, 0.9, design.problems), design.n)
-    means, halves, data, bounded = np.array(rows).T
+    means, halves, data, bounded = rows.T
     noise = (halves / Z95) ** 2 - data  # the trials' own part, which the estimates' spread holds too
     ratio = float(np.sqrt((data + noise).mean() / means.var(ddof=1))) if cases > 1 else math.nan
-    return CoverageCheck(design, cases, true, int((np.abs(means - true) <= halves).sum()), float(halves.mean()),
-                         ratio, float(bounded.mean()))
+    errors = np.abs(means - true)
+    needed = float(np.quantile(np.divide(errors, halves, out=np.full(cases, np.inf), where=halves > 0), NOMINAL))
+    return CoverageCheck(design, cases, true, int((errors <= halves).sum()), float(halves.mean()), needed, ratio,
+                         float(bounded.mean()))
+
+
+def coverage_check(design: Design, cases: int, seed: int = 0, jobs: int = 1) -> CoverageCheck:
+    """``cases`` recordings of one truth on ``design``; the same result for any ``jobs``.
+
+    >>> c = coverage_check(Design("aimo3-private", "per-run", "unbiased", problems=2, trials=30), cases=3)
+    >>> c.cases, 0 <= c.covered <= 3
+    (3, True)
+    """
+    return checked(design, case_rows(design, cases, seed, jobs))
+
+
+def cells(scale: float = 1.0) -> list[tuple[Design, int]]:
+    """Every design of the full check with its cases (``scale`` times the full count, at least 2).
+
+    >>> [(d.label, n) for d, n in cells()][:4]  # doctest: +NORMALIZE_WHITESPACE
+    [('aimo3-public fixed unbiased', 5300), ('aimo3-public fixed jackknife', 300),
+     ('aimo3-public fixed one day', 300), ('aimo3-private fixed unbiased', 2650)]
+    """
+    out = []
+    for rule, policy in COMBOS:
+        share = sum(r == rule for r, _ in COMBOS)
+        for path in PATHS:
+            full = UNBIASED_CASES // share if path == "unbiased" else BOUNDED_CASES
+            out.append((Design(rule, policy, path), max(2, round(full * scale))))
+    return out
 
 
 def pooled(checks: Sequence[CoverageCheck]) -> tuple[float, float, int]:
     """The coverage over several checks' cases together, its standard error at the nominal level, and the cases.
 
     >>> d = Design("aimo3-public", "fixed", "unbiased")
-    >>> pooled([CoverageCheck(d, 100, 0, 90, 1, 1, 0), CoverageCheck(d, 300, 0, 290, 1, 1, 0)])[0]
+    >>> pooled([CoverageCheck(d, 100, 0, 90, 1, 1, 1, 0), CoverageCheck(d, 300, 0, 290, 1, 1, 1, 0)])[0]
     0.95
     """
     cases = sum(c.cases for c in checks)

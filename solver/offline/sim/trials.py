@@ -456,6 +456,12 @@ def recorded_accuracy(plan: Plan) -> np.ndarray:
     return out
 
 
+def distinct_runs(plan: Plan) -> int:
+    """The runs of a day that draw apart: the rule's runs under per-run seeds; one under fixed seeds, whose second
+    run replays the first's draws (so a day draws a problem's repetitions once, not twice)."""
+    return plan.scoring.runs if plan.seed_policy == "per-run" else 1
+
+
 def used_repetitions(plan: Plan, keys: np.ndarray, drawn: np.ndarray, lengths: Sequence[int]) -> dict[int, np.ndarray]:
     """Per draw length L: which recorded repetitions the days' draws of L use, every run's (under the plan's seed
     policy), made again from the trials' keys, as sorted codes (trial × P + problem) × M + repetition (P problems, M
@@ -463,7 +469,7 @@ def used_repetitions(plan: Plan, keys: np.ndarray, drawn: np.ndarray, lengths: S
     pools = len(plan.prepared)
     width = max(1, max(len(p.seconds) for p in plan.prepared))
     found: dict[int, list[int]] = {length: [] for length in lengths}
-    fresh = plan.scoring.runs == 2 and plan.seed_policy == "per-run"
+    fresh = distinct_runs(plan) == 2
     for t, key in enumerate(keys):
         key2 = second_run(int(key), plan.problems)[1] if fresh else 0
         for p in np.flatnonzero(drawn[t]):
