@@ -1,7 +1,6 @@
 """The interval beside every difference, held to its word: coverage of a known truth on synthetic recordings played
-by the simulator's own trials, per rule, seed policy and variance path, the attempts to separate at 80 % power
-with their own
-interval, the selection of the best paid for, and a zero variance never read as separable."""
+by the simulator's own trials, per rule, seed policy and variance path, the attempts to separate at 80 % power with
+their own interval, the selection of the best paid for, and a zero variance never read as separable."""
 
 from __future__ import annotations
 
