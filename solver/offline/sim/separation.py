@@ -53,7 +53,6 @@ Z95 = 1.959964  # two-sided 95 % normal quantile
 Z_POWER = 0.841621  # one-sided 80 % normal quantile: the attempts to separate at 80 % power
 LEFT_OUT_MIN = 5  # trials per half that must leave a repetition out for its delete-one estimate
 DISJOINT_MIN = 50  # pairs of trials with disjoint draws the unbiased estimate needs (below: the jackknife)
-WIDEN = 1.0
 PAIR_TRIALS = 800  # at most this many trials per problem enter the pairs (their count grows as its square)
 
 
