@@ -11,10 +11,12 @@ credit difference per problem is P(Binomial(n, q) > n / 2) − q whatever the ru
 scores a problem the mean of its two runs' credits: the same expectation); the day's truth is its sum.
 
 A path: which variance the interval is made of, set by m against the repetitions the pair draws from a problem per
-day (``drawn``: n, or 2n under a rule of two runs). ``unbiased``: m >= 2 drawn, the pairs of trials
+day (``drawn``: n, or 2n under a rule of two runs with per-run seeds; under fixed seeds the second run replays the
+first's draws). ``unbiased``: m >= 2 drawn, the pairs of trials
 (``pair_variance``); ``jackknife``: drawn < m < 2 drawn, the jackknife's upper bound; ``one day``: m <= drawn, one
-day's variance. Each path's share of the cases covering the truth, with its standard error √(c (1 − c) / cases),
-the mean half-width, and the ratio of the estimated variance to the estimates' real variance across recordings.
+day's variance. Per design: the share of the cases covering the truth, with its standard error at the nominal level
+(√(0.95 · 0.05 / cases)), the mean half-width, the factor the half-widths would need to cover 95 % of the cases, and
+the ratio of the estimated variance to the estimates' real variance across recordings.
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ from solver.offline.sim.summary import Comparer
 from solver.offline.sim.trials import Plan, SeedPolicy, Setting, run_trials
 from solver.types import Ballot, Problem
 
-Path = Literal["unbiased", "jackknife", "one day"]
-PATHS: tuple[Path, ...] = ("unbiased", "jackknife", "one day")
+VariancePath = Literal["unbiased", "jackknife", "one day"]
+PATHS: tuple[VariancePath, ...] = ("unbiased", "jackknife", "one day")
 NOMINAL = 0.95
 # Cases per design of the full check: the pairs' path carries it, 5,300 per rule (a standard error of 0.3 points at
 # 95 %; the private rule's split between its two seed policies); each bound's path, an upper bound, 300.
@@ -52,7 +54,7 @@ class Design:
 
     rule: str  # a name of ``SCORINGS``: aimo3-public (one run) or aimo3-private (two)
     policy: SeedPolicy
-    path: Path
+    path: VariancePath
     problems: int = 8  # P = K
     n: int = 3  # A: the majority of n; B: one
     trials: int = 60
