@@ -4,7 +4,8 @@ pooled per rule, each with its standard error.
 
     python evaluation/interval_coverage.py --out evaluation/results/interval_coverage.json --jobs 2   # 33 min here
 
-33 minutes on two cores shared with other work (about 14 CPU-minutes: every recording is 60 simulated days)."""
+33 minutes on two cores shared with other work (the result file's ``seconds``): every recording is 60 simulated days
+of two settings, through the simulator's own trials."""
 
 from __future__ import annotations
 
