@@ -1,6 +1,6 @@
-"""The interval beside every difference, held to its word: coverage of a known truth on synthetic recordings, a
-variance neither too wide nor too narrow under either rule, the attempts to separate at 80 % power with their own
-interval, the selection of the best paid for, and a zero variance never read as separable."""
+"""The interval beside every difference, held to its word: coverage of a known truth on synthetic recordings played
+by the simulator's own trials, per rule, seed policy and variance path, the attempts to separate at 80 % power with
+their own interval, the selection of the best paid for, and a zero variance never read as separable."""
 
 from __future__ import annotations
 
@@ -11,22 +11,39 @@ import numpy as np
 import pytest
 
 from solver.offline.sim import Difference, coverage_check, difference, family_z, jackknife, pair_variance, simulate
+from solver.offline.sim.coverage import COMBOS, NOMINAL, PATHS, Design, case_rows, cells, checked, pooled
 
 from offline.test_simulate import request, synthetic
 
 
-@pytest.mark.parametrize("private", [False, True], ids=["public", "private"])
-def test_the_interval_covers_a_known_truth_at_its_nominal_level_and_width(private: bool) -> None:
-    """400 recordings of one truth (20 problems, 24 recorded each, majority of 3 against 1, 300 trials): the 95 %
-    interval holds the truth in 93–97 % of them, and the variance it is made of is the estimates' real variance
-    across recordings within 1.2× either way. The old jackknife was wider (it is an upper bound)."""
-    found = coverage_check(private, cases=400, seed=2)
-    print(f"\n{found.rule}: coverage {found.coverage:.3f} of {found.cases}, half-width {found.half_width:.3f}, "
-          f"width ratio {found.width_ratio:.3f}")
-    assert abs(found.coverage - found.nominal) <= 0.02
-    assert 1 / 1.2 <= found.width_ratio <= 1.2 and found.conservative == 0
-    old = coverage_check(private, cases=40, seed=2, unbiased=False)
-    assert old.half_width > found.half_width  # on the same first recordings: the jackknife's bound is wider
+@pytest.mark.parametrize("design", [Design(rule, policy, path, problems=4, trials=40)
+                                    for rule, policy in COMBOS for path in PATHS], ids=lambda d: d.label)
+def test_each_path_of_the_simulators_interval_holds_a_known_truth(design: Design) -> None:
+    """Small recordings played by the simulator's own trials (``run_trials``, ``SecondDraws``, ``used_repetitions``,
+    ``Comparer``), 60 per design: the variance takes the design's path (the bounds on every problem that varies;
+    the pairs on most), and the interval holds the truth in at least 95 % less three standard errors of the cases."""
+    found = coverage_check(design, cases=60, seed=4)
+    print(f"\n{design.label}: coverage {found.coverage:.3f} of {found.cases}, bounded {found.conservative:.2f}")
+    if design.path == "unbiased":
+        assert found.conservative < design.problems / 2
+    else:
+        assert found.conservative > design.problems / 2
+    assert found.coverage >= NOMINAL - 3 * found.se
+
+
+@pytest.mark.slow
+def test_the_interval_covers_a_known_truth_at_its_nominal_level_over_enough_cases() -> None:
+    """The full check (``evaluation/interval_coverage.py``): 5,300 recordings per rule on the pairs' path (a standard
+    error of 0.3 points; the private rule's split between its two seed policies) and 300 per bound's path. Per rule,
+    the pairs' coverage is 95 % within three standard errors; a bound's is no less than 95 % less three."""
+    found = [checked(design, case_rows(design, cases, seed=0, jobs=2)) for design, cases in cells()]
+    for rule in ("aimo3-public", "aimo3-private"):
+        coverage, se, cases = pooled([c for c in found if c.design.rule == rule and c.design.path == "unbiased"])
+        print(f"\n{rule}: coverage {coverage:.4f} ± {se:.4f} of {cases}")
+        assert se <= 0.003 and abs(coverage - NOMINAL) <= 3 * se
+    for c in found:
+        if c.design.path != "unbiased":
+            assert c.coverage >= NOMINAL - 3 * c.se, c.design.label
 
 
 def test_the_pairs_estimate_is_unbiased_where_the_jackknife_overstates() -> None:

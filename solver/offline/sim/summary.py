@@ -10,7 +10,7 @@ import numpy as np
 
 from solver.offline.sim.scoring import DEFAULT_LINE, Scoring, at_or_above
 from solver.offline.sim.separation import Difference, difference, family_z
-from solver.offline.sim.trials import SEED_POLICIES, ChunkResult, Plan, Setting, used_repetitions
+from solver.offline.sim.trials import SEED_POLICIES, ChunkResult, Plan, Setting, distinct_runs, used_repetitions
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 
@@ -173,7 +173,7 @@ class Comparer:
         trials, pools = self.credit.shape[1:]
         used = np.zeros(trials * pools * self.width, dtype=bool)
         used[codes] = True
-        drawn = self.plan.scoring.runs * max(sa.draws, sb.draws)
+        drawn = distinct_runs(self.plan) * max(sa.draws, sb.draws)  # fixed seeds: the second run's are the first's
         return difference(a, b, self.credit[a] - self.credit[b], used.reshape(trials, pools, self.width),
                           self.result.scores[a], self.result.scores[b], self.recorded, drawn, self.plan.problems,
                           family_z(family), family)

@@ -423,6 +423,19 @@ def day_draws(plan: Plan, order: np.ndarray, key: int, policy: SeedPolicy) -> li
     return runs
 
 
+def replays(run: RunDraws, first: RunDraws) -> bool:
+    """Whether ``run`` plays the very draws of ``first``, in its order and at its speed: its day is the same.
+
+    >>> d = [Draws(1, 0, 4, "auto")]
+    >>> replays(RunDraws(np.array([0]), list(d), 1.0), RunDraws(np.array([0]), d, 1.0))
+    True
+    >>> replays(RunDraws(np.array([0]), [SecondDraws(d[0], 2)], 1.0), RunDraws(np.array([0]), d, 1.0))
+    False
+    """
+    return (run.speed == first.speed and np.array_equal(run.order, first.order)
+            and all(a is b for a, b in zip(run.draws, first.draws)))
+
+
 def second_run(key: int, problems: int) -> tuple[np.ndarray, int]:
     """A second run's order where the rule shuffles each run (a permutation of the first run's positions) and its
     fresh draws' key, from the trial's."""
@@ -443,6 +456,12 @@ def recorded_accuracy(plan: Plan) -> np.ndarray:
     return out
 
 
+def distinct_runs(plan: Plan) -> int:
+    """The runs of a day that draw apart: the rule's runs under per-run seeds; one under fixed seeds, whose second
+    run replays the first's draws (so a day draws a problem's repetitions once, not twice)."""
+    return plan.scoring.runs if plan.seed_policy == "per-run" else 1
+
+
 def used_repetitions(plan: Plan, keys: np.ndarray, drawn: np.ndarray, lengths: Sequence[int]) -> dict[int, np.ndarray]:
     """Per draw length L: which recorded repetitions the days' draws of L use, every run's (under the plan's seed
     policy), made again from the trials' keys, as sorted codes (trial × P + problem) × M + repetition (P problems, M
@@ -450,7 +469,7 @@ def used_repetitions(plan: Plan, keys: np.ndarray, drawn: np.ndarray, lengths: S
     pools = len(plan.prepared)
     width = max(1, max(len(p.seconds) for p in plan.prepared))
     found: dict[int, list[int]] = {length: [] for length in lengths}
-    fresh = plan.scoring.runs == 2 and plan.seed_policy == "per-run"
+    fresh = distinct_runs(plan) == 2
     for t, key in enumerate(keys):
         key2 = second_run(int(key), plan.problems)[1] if fresh else 0
         for p in np.flatnonzero(drawn[t]):
@@ -514,7 +533,8 @@ def run_chunk(plan: Plan, trials: int, seed: Sequence[int]) -> ChunkResult:
             fin, lau, tok, sec, total, cut, boot, retried = 0, 0, 0.0, 0.0, 0.0, 0, 0, 0
             first_right: list[bool] = []
             for r, run in enumerate(days):
-                day, rights = played(run)
+                # A second run on the first run's draws, order and speed (the fixed seed policy) replays it exactly.
+                day, rights = (day, rights) if r and replays(run, days[0]) else played(run)
                 first_right = first_right or rights
                 right_runs[run.order] += np.array(rights, dtype=np.int8)
                 cut_here = 0
