@@ -471,9 +471,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.gpu and not torch.cuda.is_available():
         print("moe_numerics.py: error: --gpu: no CUDA device visible", file=sys.stderr)
         return 2
-    import vllm
+    if args.gpu:
+        import vllm
 
-    head = {"argv": argv, "shape": asdict(args.shape), "tolerances": TOLERANCES, "vllm": vllm.__version__,
+        vllm_version = vllm.__version__
+    else:
+        vllm_version = None  # the CPU run calls none of vLLM's kernels: the references only
+
+    head = {"argv": argv, "shape": asdict(args.shape), "tolerances": TOLERANCES, "vllm": vllm_version,
             "torch": torch.__version__, "device": torch.cuda.get_device_name() if args.gpu else "cpu"}
 
     def save(rows: list[dict[str, Any]]) -> None:

@@ -32,11 +32,13 @@ REQUIRED: dict[tuple[str, ...], list[str]] = {
     ("day.py",): ["--json", "{tmp}/day.json"],
     ("engine.py",): [],
     ("layouts.py", "load"): [],
+    ("moe_numerics.py",): [],
     ("layouts.py", "scaling"): [],
     ("layouts.py", "seed"): [],
     ("pressure.py",): [],
     ("probes.py",): ["--quick"],  # its default sizes are the GPU's: on the default (tiny) preset, bad input
     ("real_shape.py",): [],
+    ("speculation.py",): ["--quick"],  # its default sizes are the GPU's, as probes.py's
     ("startup.py",): [],
 }
 
