@@ -55,6 +55,7 @@ from solver.config import Config, ConfigError, Layout, load_config, parse_overri
 from solver.config import parse_layout as solver_layout  # this script's own parse_layout speaks of --layouts
 from solver.errors import BadInput
 from solver.files import atomic_write
+from solver.processes import run_group
 
 ENGINE_CORE = "VLLM::EngineCore"  # vLLM's engine core process title (setproctitle), DP ranks add "_DPn"
 
@@ -190,21 +191,11 @@ def child_env(name: str, layout: Layout) -> dict[str, str]:
 
 def run_child(argv: list[str], env: dict[str, str], timeout_s: float) -> int:
     """This script again in its own process group; killed with its children at ``timeout_s``."""
-    process = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), *argv], env=env,
-                               start_new_session=True)
-    try:
-        return process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
+    code = run_group([sys.executable, str(Path(__file__).resolve()), *argv], env, timeout_s)
+    if code is None:
         print(f"layouts: {' '.join(argv[:2])} ran past {timeout_s:.0f} s: killed", file=sys.stderr)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
         return 124
-    except BaseException:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        raise
+    return code
 
 
 # -- the engine actors of the benchmark --

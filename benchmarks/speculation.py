@@ -25,11 +25,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,6 +40,7 @@ from solver.commands.dryrun import DryRun  # noqa: E402 - after the path set-up 
 from solver.config import Config, ConfigError, load_config, parse_overrides  # noqa: E402
 from solver.errors import BadInput  # noqa: E402
 from solver.files import atomic_write  # noqa: E402
+from solver.processes import run_group  # noqa: E402
 
 DRAFT = Path(__file__).resolve().parent / "data" / "eagle3-gptoss-120b"
 
@@ -201,21 +199,11 @@ def run_child(name: str, argv: list[str], timeout_s: float) -> int:
     ``timeout_s``."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         x for x in (str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")) if x))
-    process = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), *argv], env=env,
-                               start_new_session=True)
-    try:
-        return process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
+    code = run_group([sys.executable, str(Path(__file__).resolve()), *argv], env, timeout_s)
+    if code is None:
         print(f"speculation: {name} ran past {timeout_s:.0f} s: killed", file=sys.stderr)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
         return 124
-    except BaseException:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        raise
+    return code
 
 
 def ratios(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from solver.offline.sim.coverage import NOMINAL, PATHS, case_rows, cells, checked, pooled
+from solver.offline.sim import coverage
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -33,27 +33,28 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     start = time.perf_counter()
     found, saved = [], {}
-    for design, cases in cells(args.scale):
-        rows = case_rows(design, cases, args.seed, args.jobs)
+    for design, cases in coverage.cells(args.scale):
+        rows = coverage.case_rows(design, cases, args.seed, args.jobs)
         saved[design.label.replace(" ", "_")] = rows
-        check = checked(design, rows)
+        check = coverage.checked(design, rows)
         found.append(check)
         print(f"{design.label:34} m={design.recorded:2} coverage {check.coverage:.4f} ± {check.se:.4f} of {cases}, "
               f"needs x{check.needed:.3f}, width ratio {check.width_ratio:.3f}, bounded {check.conservative:.2f}",
               flush=True)
     out = {"design": {"problems": found[0].design.problems, "accuracy": "0.2..0.9 evenly", "a": "majority of 3",
-                      "b": "one", "trials": found[0].design.trials, "nominal": NOMINAL, "seed": args.seed,
+                      "b": "one", "trials": found[0].design.trials, "nominal": coverage.NOMINAL, "seed": args.seed,
                       "seconds": round(time.perf_counter() - start, 1), "jobs": args.jobs},
            "cells": [{**dataclasses.asdict(c.design), "recorded": c.design.recorded,
                       **{k: v for k, v in dataclasses.asdict(c).items() if k != "design"},
                       "coverage": c.coverage, "se": c.se} for c in found],
            "pooled": {}}
     for rule in ("aimo3-public", "aimo3-private"):
-        for paths, name in ((("unbiased",), "unbiased"), (("jackknife", "one day"), "bounded"), (PATHS, "all")):
+        for paths, name in ((("unbiased",), "unbiased"), (("jackknife", "one day"), "bounded"),
+                            (coverage.PATHS, "all")):
             mine = [c for c in found if c.design.rule == rule and c.design.path in paths]
-            coverage, se, cases = pooled(mine)
-            out["pooled"][f"{rule} {name}"] = {"coverage": coverage, "se": se, "cases": cases}
-            print(f"{rule:13} {name:9} coverage {coverage:.4f} ± {se:.4f} of {cases}")
+            share, se, cases = coverage.pooled(mine)
+            out["pooled"][f"{rule} {name}"] = {"coverage": share, "se": se, "cases": cases}
+            print(f"{rule:13} {name:9} coverage {share:.4f} ± {se:.4f} of {cases}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")
     if args.rows is not None:

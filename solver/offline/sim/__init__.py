@@ -27,6 +27,7 @@ from solver.offline.sim.plots import (plot_accuracy_vs_reps, plot_score_distribu
 from solver.offline.sim.pools import Prepared, ProblemPool, SimulationError, load_pools, prepare
 from solver.offline.sim.replay_check import ProblemCheck, ReplayCheck, check_replay, simulated_run
 from solver.offline.sim.scoring import DEFAULT_LINE, SCORINGS, Scoring
+from solver.offline.sim import coverage  # the full check's parts, for its script (evaluation/interval_coverage.py)
 from solver.offline.sim.coverage import CoverageCheck, coverage_check
 from solver.offline.sim.separation import Difference, difference, family_z, jackknife, pair_variance
 from solver.offline.sim.simulate import (DEFAULT_MACHINE_SPEED, SimulationReport, SimulationRequest, load, simulate,
@@ -38,7 +39,7 @@ __all__ = ["CoverageCheck", "DEFAULT_LINE", "DEFAULT_MACHINE_SPEED", "DIFFERENCE
            "PlayedSlot", "Prepared", "ProblemCheck", "ProblemDraw", "ProblemPool", "ReplayCheck",
            "SCORINGS", "Scoring", "Setting", "SimulatedDay", "SimulationError", "SimulationReport",
            "SimulationRequest", "Summary", "all_orders", "calibration_lines", "check_replay",
-           "coverage_check", "data_flag", "difference", "difference_rows", "difference_table", "drawn_pass",
+           "coverage", "coverage_check", "data_flag", "difference", "difference_rows", "difference_table", "drawn_pass",
            "drawn_vote", "family_z", "fixed_rounds", "jackknife", "jitter_text", "load", "load_pools",
            "markdown", "pair_variance", "play", "play_on", "plot_accuracy_vs_reps",
            "plot_score_distributions", "prepare", "pyplot", "save_figure", "simulate", "simulate_pools",
