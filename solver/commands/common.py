@@ -4,6 +4,7 @@ that choose a config (their dotted keys; ``solver.config.Choices`` layers them o
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import sys
 from collections.abc import Callable
@@ -64,6 +65,7 @@ def workers_value(value: str) -> int:
     return number
 
 
+@functools.lru_cache(maxsize=1)  # every subcommand's parser asks; the preset files are read once a process
 def preset_list() -> str:
     """The presets for a help text, as ``--preset`` finds them (``solver.config.loading.presets``), the one whose
     engine is vLLM's CPU build marked (``solver.engines.engine_args.cpu_engine``)."""
