@@ -13,7 +13,7 @@ pipeline's wall time during which the engine had no request running, the request
 or waiting) and the share of continued turns' prompts served from the prefix cache. Ratios, not absolute speeds, are the
 result: the machine is shared and noisy, which is why all three run side by side here.
 
-Two workloads. ``trace`` (default): every repetition follows a plan (``solver.engines.traced``) of 1-4 turns of uneven
+Two workloads. ``trace`` (default): every repetition follows a plan (``solver.measure.traced``) of 1-4 turns of uneven
 length, each but the last ending in a program that runs for a log-normal time, as a maths model's repetitions
 do; the real engine decodes exactly the planned tokens, so all contenders do identical work. ``model``: the tiny
 model writes what it writes (rarely code, and code that runs in a millisecond).
@@ -42,7 +42,7 @@ from types import SimpleNamespace
 from solver.config import Config, load_config, parse_overrides
 from solver.datasets import load_problems
 from solver.dialects import TurnOutput, make_dialect
-from solver.engines.traced import Profile, RepetitionPlan, TracedEngine, code_floor, make_plans, make_script
+from solver.measure import Profile, RepetitionPlan, TracedEngine, code_floor, make_plans, make_script
 from solver.files import atomic_write
 from solver.loop.repetition import repetition_seed
 from solver.types import GenerationRequest, Problem
@@ -412,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="config override for every contender, e.g. --set engine.args.stream_interval=8")
     parser.add_argument("--dry-run", action="store_true",
-                        help="parse, plan and check (solver/commands/dryrun.py); start nothing")
+                        help="parse, plan and check (solver/measure/dryrun.py); start nothing")
     args = parser.parse_args(argv)
     problems_n = args.problems or (4 if args.gpu else 2)
     max_tokens = args.max_tokens or (1024 if args.gpu else 96)
@@ -464,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{max_tokens} tokens ({total} per repetition), logprobs {config.sampling.logprobs}")
     problems = [replace(p, text=p.text + CODE_HINT) for p in load_problems("demo", limit=problems_n)]
     if args.dry_run:
-        from solver.commands.dryrun import engine_dry_run
+        from solver.measure import engine_dry_run
 
         plan = (f"contenders {', '.join(sorted(contenders))} and the raw engine on {len(problems)} problems; engine "
                 f"args {json.dumps(config.engine.args, sort_keys=True)}")

@@ -36,11 +36,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from solver.commands.dryrun import ignored, inside
+from solver.measure import ignored, inside
 from solver.config import ConfigError
 from solver.files import atomic_write
-from solver.recordings import (STARTER_CELL, HarmonyEndings, PlanError, TraceError, choose, json_lines, read_attempts,
-                               recorded_code)
+from solver.measure import STARTER_CELL, HarmonyEndings, PlanError, choose, recorded_code
+from solver.replay import TraceError, json_lines, read_attempts
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_SOURCE = ROOT.parent / "shared" / "data" / "replay" / "gptoss120b_aimo3_dev.jsonl.xz"

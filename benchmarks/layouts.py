@@ -50,7 +50,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 
 from solver.cluster.actor import EngineActor
-from solver.commands.dryrun import DryRun
+from solver.measure import DryRun
 from solver.config import Config, ConfigError, Layout, load_config, parse_overrides
 from solver.config import parse_layout as solver_layout  # this script's own parse_layout speaks of --layouts
 from solver.errors import BadInput
@@ -221,7 +221,7 @@ class ReplayActor(EngineActor):
         self.replay: Any = None
 
     async def start(self, config: Config) -> Any:
-        from solver.recordings import HarmonyEndings, warm_up
+        from solver.measure import HarmonyEndings, warm_up
 
         info = await super().start(config)
         assert self._session is not None and self._session.engine is not None
@@ -230,7 +230,7 @@ class ReplayActor(EngineActor):
 
     def wrap(self, engine: Any, sandbox: Any) -> tuple[Any, Any]:
         from solver.dialects import OutputStyle
-        from solver.recordings import HarmonyEndings, RecordedCalls, replay_on_engine
+        from solver.measure import HarmonyEndings, RecordedCalls, replay_on_engine
 
         assert self._session is not None
         config = self._session.config
@@ -288,7 +288,8 @@ def workload(rest: list[str], dry: DryRun | None = None) -> argparse.Namespace:
     as engine.py resolves it (``attempts.tool_time_mode``: ``auto`` is the extract's carried seconds when it has
     them, else measure), and the plan made with the carried seconds when those are the ones used. ``dry``: a dry
     run; an attempts file only on the GPU machine leaves ``plan`` None."""
-    from solver.recordings import Caps, PlanError, TraceError, plan, read_attempts, read_tool_seconds, tool_time_mode
+    from solver.measure import Caps, PlanError, plan, read_tool_seconds, tool_time_mode
+    from solver.replay import TraceError, read_attempts
 
     real_shape = script("real_shape")
 
@@ -324,7 +325,7 @@ def tool_times(args: argparse.Namespace, given: Path | None) -> dict[str, float]
     """Seconds per replayed call: from ``given`` (an earlier call's), carried with the extract, measured once here
     (re-executed in our sandbox) or fixed (``args.tool_time`` as ``workload`` resolved it); every layout's process
     then waits the same."""
-    from solver.recordings import carried_tool_times, fixed_tool_times, key_of, measure_tool_times
+    from solver.measure import carried_tool_times, fixed_tool_times, key_of, measure_tool_times
 
     if given is not None:
         times = read_tool_times(given)
@@ -372,7 +373,7 @@ async def in_process_layout(config: Config, problems: list[list[Any]], run_dir: 
                             probes: dict[str, Any] | None = None) -> dict[str, Any]:
     """``one``, ``tpN``, ``dpN``: the in-process engine, the replay, the solver's run driver (``solve_run``); then,
     with ``probes`` (``seqs``, ``prompt``, ``decode``), the same engine's decode probes (``decode_probes``)."""
-    from solver.recordings import HarmonyEndings, RecordedCalls, replay_on_engine, warm_up
+    from solver.measure import HarmonyEndings, RecordedCalls, replay_on_engine, warm_up
 
     from solver.dialects import OutputStyle
     from solver.engines import open_engine
@@ -505,7 +506,7 @@ def probe_settings(opts: argparse.Namespace) -> dict[str, Any] | None:
 
 def scaling_child(opts: argparse.Namespace, args: argparse.Namespace) -> int:
     """One layout in this process: its run, its result file."""
-    from solver.recordings import with_tool_times
+    from solver.measure import with_tool_times
 
     name = opts.child
     layout = parse_layout(name)
@@ -618,9 +619,9 @@ def scaling(argv: list[str]) -> int:
     except BadInput as exc:
         print(f"layouts.py scaling: error: {exc}", file=sys.stderr)
         return 2
-    from solver.recordings import with_tool_times
+    from solver.measure import with_tool_times
 
-    from solver.recordings import plan_summary
+    from solver.measure import plan_summary
 
     out = opts.out or Path(tempfile.mkdtemp(prefix="layouts-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -689,7 +690,7 @@ def scaling_dry_run(opts: argparse.Namespace, argv: list[str], args: argparse.Na
     """``scaling --dry-run``: the tool times' source and the prediction's layout per layout, then each layout's
     process started as the run starts it (its environment, so its GPUs; the same arguments) with ``--dry-run``: it
     parses and plans what it would run. No engine, no sandbox, nothing measured."""
-    from solver.recordings import fixed_tool_times
+    from solver.measure import fixed_tool_times
 
     from solver.timing.model import load_time_model
 
@@ -794,7 +795,7 @@ def ints(text: str, flag: str) -> list[int]:
 async def decode_probes(llm: Any, seqs: list[int], prompt: int, decode: int) -> dict[str, Any]:
     """The engine's KV cache tokens and its decode tokens/s at each number of sequences: ``prompt``-token prompts
     sent once, then re-sent decoding ``decode`` tokens each (probes.py's ``resent``: the timed call decodes)."""
-    from solver.engines.probes import cache_tokens, resent
+    from solver.measure import cache_tokens, resent
 
     out: dict[str, Any] = {"kv_cache_tokens": cache_tokens(llm), "prompt_tokens": prompt, "decode_tokens": decode,
                            "decode": []}
@@ -809,7 +810,7 @@ async def decode_probes(llm: Any, seqs: list[int], prompt: int, decode: int) -> 
 
 async def seed_engine(config: Config, seqs: list[int], prompt: int, decode: int, born: float) -> dict[str, Any]:
     """One engine: its start (process start to ready, then the first token), KV tokens, decode at each size."""
-    from solver.engines.probes import generate, random_ids
+    from solver.measure import generate, random_ids
 
     from solver.engines import open_engine
 
@@ -920,7 +921,7 @@ def seed(argv: list[str]) -> int:
 def load_requests(config: Config, count: int, prompt: int, tokens: int) -> list[Any]:
     """The same requests for both sides: random-id prompts (any vocabulary has these ids), exactly ``tokens``
     generated each (``ignore_eos``)."""
-    from solver.engines.probes import random_ids
+    from solver.measure import random_ids
 
     from solver.types import GenerationRequest
 

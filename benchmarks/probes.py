@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from solver.config import Config, ConfigError, load_config
-from solver.engines.probes import cache_tokens, decode, generate, random_ids, resent, turns
+from solver.measure import cache_tokens, decode, generate, random_ids, resent, turns
 from solver.errors import BadInput
 from solver.files import atomic_write
 
@@ -111,7 +111,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="engine override, e.g. --set engine.args.gpu_memory_utilization=0.95")
     parser.add_argument("--dry-run", action="store_true",
-                        help="parse, plan and check (solver/commands/dryrun.py); start nothing")
+                        help="parse, plan and check (solver/measure/dryrun.py); start nothing")
     args = parser.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else argv
     if args.quick:
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse(argv)
         if args.dry_run:
-            from solver.commands.dryrun import DryRun
+            from solver.measure import DryRun
 
             dry = DryRun("probes.py")
             dry.engine(args.config, BadInput)

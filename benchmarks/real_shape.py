@@ -11,12 +11,12 @@ One problem at a time, K attempts at once (``engine.py --workload real``):
   (s)  the same pipeline through ``--engine openai`` against a vLLM OpenAI server started as ``solver serve`` does
        (token-id prompts, streaming, a request per turn).
 
-Every contender decodes exactly the plan's tokens (``solver.recordings.attempts``: each request the recorded count,
+Every contender decodes exactly the plan's tokens (``solver.measure.workload``: each request the recorded count,
 drawn among plain words), so the work is identical; (t), (b1) and (s) also send identical prompts. Printed per
 contender: tokens/s, seconds per problem, the prefix-cache hit rate (the engine's counters, and per request),
 preemptions, the KV cache peak and requests running (``Sampler``); then the ratios (b1)/(t) (the solver's cost on
 top of the engine's turns), (b1)/(s) (in-process vs server) and (t)/(a) (the engine's own cost of turns). ``--json``
-writes each contender's per-request timeline and metrics series (``solver.engines.timeline``).
+writes each contender's per-request timeline and metrics series (``solver.measure.timeline``).
 
     python benchmarks/engine.py --workload real --attempts 2 --attempt-tokens 300     # CPU, tiny harmony model
     python benchmarks/engine.py --workload real --gpu --model PATH --attempt-tokens 6000 --json out.json
@@ -35,15 +35,14 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from solver.commands.dryrun import DryRun
+from solver.measure import DryRun
 from solver.config import Config, ConfigError
-from solver.engines.timeline import (RequestRecord, RequestTimeline, Sampler, ServerMetrics, TimedEngine,
-                                     in_process_reader)
 from solver.errors import BadInput
-from solver.recordings import (DEFAULT_ATTEMPTS_FILE, TOOL_TIME_MODES, Caps, HarmonyEndings, PlanError,
-                               RecordedCalls, Replay, fixed_tool_times, measure_tool_times, plan, plan_summary,
-                               preset_engine, read_tool_seconds, replay_on_engine, tool_time_mode, tool_time_seconds,
-                               warm_up, with_tool_times)
+from solver.measure import (DEFAULT_ATTEMPTS_FILE, TOOL_TIME_MODES, Caps, HarmonyEndings, PlanError, RecordedCalls,
+                            Replay, RequestRecord, RequestTimeline, Sampler, ServerMetrics, TimedEngine,
+                            fixed_tool_times, in_process_reader, measure_tool_times, plan, plan_summary, preset_engine,
+                            read_tool_seconds, replay_on_engine, tool_time_mode, tool_time_seconds, warm_up,
+                            with_tool_times)
 from solver.engines.openai import free_ports
 from solver.engines.vllm_metrics import Usage
 from solver.files import atomic_write
@@ -339,7 +338,7 @@ def parse(argv: list[str] | None, dry: DryRun | None = None) -> argparse.Namespa
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="config override, e.g. --set engine.args.gpu_memory_utilization=0.95")
     parser.add_argument("--dry-run", action="store_true",
-                        help="parse, plan and check, start nothing (solver/commands/dryrun.py)")
+                        help="parse, plan and check, start nothing (solver/measure/dryrun.py)")
     args = parser.parse_args(argv)
     args.dry = dry if dry is not None else DryRun("engine.py --workload real") if args.dry_run else None
     args.keys = [k.strip() for k in args.contenders.split(",") if k.strip()]
@@ -378,7 +377,7 @@ def tool_source(args: argparse.Namespace) -> str:
 def dry_run(args: argparse.Namespace, caps: Caps) -> int:
     """``--dry-run``: the plan as the run makes it (where the attempts file is here), the tool time's source, the
     model and the contenders; nothing measured, no engine."""
-    from solver.recordings import read_attempts
+    from solver.replay import read_attempts
 
     dry = args.dry
     dry.engine(args.config, BadInput)
@@ -398,7 +397,7 @@ def dry_run(args: argparse.Namespace, caps: Caps) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from solver.recordings import TraceError, read_attempts
+    from solver.replay import TraceError, read_attempts
 
     try:
         args = parse(argv)

@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from solver.config import SandboxConfig, load_config  # noqa: E402 - after the path set-up above
 from solver.dialects import OutputStyle, describe_execution  # noqa: E402
-from solver.recordings import Attempt, read_attempts  # noqa: E402
+from solver.replay import Attempt, read_attempts  # noqa: E402
 from solver.sandbox.pool import ProcessPoolSandbox  # noqa: E402
 
 SHARED = Path(os.environ.get("SOLVER_SHARED", ROOT.parent / "shared"))

@@ -28,7 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from solver.config import SandboxConfig  # noqa: E402 - after the path set-up above
-from solver.sandbox.pool import ProcessPoolSandbox, compose_program  # noqa: E402
+from solver.loop.repetition import compose_program  # noqa: E402
+from solver.sandbox.pool import ProcessPoolSandbox  # noqa: E402
 
 MARKS = (1, 8, 32)
 SETTLE_S = 0.2  # before each repetition: the pool re-forks its spare and reaps what the last one left

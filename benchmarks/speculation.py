@@ -11,7 +11,7 @@ would give, its ceiling at that L.
 
 One engine per setting, each in its own process (the speculative config is the engine's), one after the other:
 ``none``, then each L. In each, per context: S sequences of distinct prompts decode D tokens each, the prefill
-timed apart (``solver.engines.probes.decode``: tokens/s over the window in which all S decode). Printed: tokens/s
+timed apart (``solver.measure.probes.decode``: tokens/s over the window in which all S decode). Printed: tokens/s
 per setting, context and S, and each L's ratio to ``none``. The requests carry no ``min_p`` (vLLM refuses it with
 speculation), so the engine config's ``sampling.extra.min_p`` is set to 0 for every setting, ``none`` included.
 
@@ -36,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the solver package, run from a checkout
 
-from solver.commands.dryrun import DryRun  # noqa: E402 - after the path set-up above
+from solver.measure import DryRun  # noqa: E402 - after the path set-up above
 from solver.config import Config, ConfigError, load_config, parse_overrides  # noqa: E402
 from solver.errors import BadInput  # noqa: E402
 from solver.files import atomic_write  # noqa: E402
@@ -177,7 +177,7 @@ def check_draft(args: argparse.Namespace, dry: DryRun) -> None:
 async def measure(config: Config, args: argparse.Namespace, born: float) -> dict[str, Any]:
     """One setting's engine: its start, then the decode probe at each context."""
     from solver.engines import open_engine
-    from solver.engines.probes import decode
+    from solver.measure import decode
 
     engine = await open_engine(config)
     ready = time.time() - born

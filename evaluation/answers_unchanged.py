@@ -43,7 +43,7 @@ def attempt_answers(path: Path) -> tuple[dict[str, list[list[str]]], dict[str, s
     from openai_harmony import Role
 
     from solver.dialects import load_encoding, message_text
-    from solver.recordings import read_attempts
+    from solver.replay import read_attempts
 
     rules, enc = AnswerConfig(), load_encoding()
     found: dict[str, list[list[str]]] = {}

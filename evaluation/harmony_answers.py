@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     from solver.core.voting import make_voter, text_answer
     from solver.dialects import TurnOutput, make_dialect
     from solver.dialects import OutputStyle, execution_from_shown
-    from solver.recordings import read_attempts
+    from solver.replay import read_attempts
     from solver.types import Answer, Ballot, Problem, Repetition
 
     started = time.monotonic()

@@ -61,7 +61,7 @@ class SoakReport:
 
 
 def _problems_csv(path: Path) -> Path:
-    from solver.engines.replay import problems_from_log
+    from solver.replay import problems_from_log
 
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
@@ -166,7 +166,7 @@ def soak(cycles: int, workdir: Path, *, seed: int = 0, time_scale: float = 0.2, 
     """Make ``cycles`` SIGKILLs: a quarter at a random moment of start-up (0.1-2.5 s after launch), the rest at a
     random moment (0-1.5 s) after the run's log starts growing. After a share ``tear`` of the kills a torn last
     line is appended, as a crash in the middle of a write would leave, so resume must cut it off."""
-    from solver.engines.replay import problems_from_log
+    from solver.replay import problems_from_log
 
     rng = random.Random(seed)
     report = SoakReport()

@@ -35,8 +35,8 @@ def real_attempts_path() -> Path:
 
 @pytest.fixture(scope="session")
 def real_attempts(real_attempts_path):
-    """Every real attempt, cut into its requests (``solver.recordings.traces.Attempt``), read once per session."""
-    from solver.recordings import read_attempts
+    """Every real attempt, cut into its requests (``solver.replay.traces.Attempt``), read once per session."""
+    from solver.replay import read_attempts
 
     return read_attempts(real_attempts_path)
 

@@ -39,7 +39,7 @@ def test_stopping_benchmark_on_a_synthetic_run_prints_every_policy():
 
 
 def test_a_traced_engine_decodes_the_planned_tokens_then_appends_the_scripted_ending():
-    """What ``benchmarks/engine.py``'s contenders share (``solver.engines.traced``), on a scripted engine: each turn
+    """What ``benchmarks/engine.py``'s contenders share (``solver.measure.traced``), on a scripted engine: each turn
     asks the engine for exactly its planned tokens among plain words, then gets the plan's python call (a turn that
     runs code) or its answer; ``decoded`` counts what the engine generated. (The contenders on the real engine are
     started once, by ``tests/test_benchmarks_real.py``.)"""
@@ -47,7 +47,7 @@ def test_a_traced_engine_decodes_the_planned_tokens_then_appends_the_scripted_en
     from dataclasses import replace
 
     from doubles import ScriptedEngine
-    from solver.engines.traced import RepetitionPlan, TracedEngine, TurnPlan, make_script
+    from solver.measure.traced import RepetitionPlan, TracedEngine, TurnPlan, make_script
     from solver.types import GenerationRequest
 
     script = make_script("harmony", None)

@@ -1,4 +1,4 @@
-"""The day slice (``solver day``, which ``benchmarks/day.py`` runs; ``solver.kaggle.day``): recorded attempts
+"""The day slice (``solver day``, which ``benchmarks/day.py`` runs; ``solver.measure.day``): recorded attempts
 through the Kaggle path (``KagglePredictor``, its budget and its engine supervisor), problem after problem, across
 device calls. The plan's live limits and carried tool seconds are checked against the recording; one run on the
 real engine (the tiny harmony model) plays a slice over two "calls" with the preset's rules acting and the engine
@@ -63,7 +63,8 @@ def main(argv: list[str]) -> int:
 
 
 def test_carried_tool_seconds_reach_the_plan_without_reading_the_code(extract, gptoss_config):
-    from solver.recordings import Caps, plan, read_attempts, read_tool_seconds
+    from solver.measure import Caps, plan, read_tool_seconds
+    from solver.replay import read_attempts
 
     seconds = read_tool_seconds(extract)
     assert seconds == [(0.5,) * 400] * 24
@@ -75,8 +76,8 @@ def test_carried_tool_seconds_reach_the_plan_without_reading_the_code(extract, g
 def test_live_limits_end_attempts_where_the_loop_and_the_engine_end_them(real_attempts, gptoss_config):
     """Uncapped, the preset's own limits (60k tokens per attempt as the loop counts them, 32k per request, 65k
     context) end an attempt in the request where one bites: it decodes up to the limit, with no answer."""
-    from solver.recordings import Caps, plan
-    from solver.recordings.attempts import ReplayLimits
+    from solver.measure import Caps, plan
+    from solver.measure.workload import ReplayLimits
 
     limits = ReplayLimits.of(gptoss_config)
     problems = plan(real_attempts, Caps(problems=3, attempts=8, at_limit="length"), gptoss_config)
@@ -133,7 +134,8 @@ def test_the_estimate_plays_the_slice_on_the_time_model_and_splits_it_into_calls
 
 @pytest.mark.slow
 def test_measured_tool_seconds_travel_with_the_extract(real_attempts_path, tmp_path):
-    from solver.recordings import read_attempts, read_tool_seconds
+    from solver.replay import read_attempts
+    from solver.measure import read_tool_seconds
 
     out = tmp_path / "measured.jsonl.xz"
     done = run("benchmarks/extract_attempts.py", str(out), "--source", str(real_attempts_path), "--problem-ids",

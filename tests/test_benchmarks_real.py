@@ -1,5 +1,5 @@
 """The real-shape engine benchmark (``benchmarks/engine.py --workload real``): recorded gpt-oss-120b attempts
-replayed turn by turn (``solver.recordings.attempts``). The plan is checked against the recording itself (every
+replayed turn by turn (``solver.measure.workload``). The plan is checked against the recording itself (every
 decoded count and appended id), the replay sandbox against the real sandbox, and one quick run of all four
 contenders on the real engine (the tiny harmony model) for identical work and a complete timeline: the one test
 here that starts an engine per contender kind (in process, ``vllm.LLM``, a server). Timing is never asserted.
@@ -32,7 +32,7 @@ def gptoss_config():
 
 
 def test_the_plan_replays_each_recorded_request_and_appends_the_recorded_tool_message(real_attempts, gptoss_config):
-    from solver.recordings import Caps, plan
+    from solver.measure import Caps, plan
 
     problems = plan(real_attempts, Caps(problems=1, attempts=3), gptoss_config)
     recorded = {}
@@ -56,7 +56,7 @@ def test_the_plan_replays_each_recorded_request_and_appends_the_recorded_tool_me
 
 
 def test_caps_cut_an_attempt_at_the_request_where_they_bite(real_attempts, gptoss_config):
-    from solver.recordings import Caps, plan
+    from solver.measure import Caps, plan
 
     tokens = plan(real_attempts, Caps(problems=1, attempts=4, attempt_tokens=1500), gptoss_config)[0]
     requests = plan(real_attempts, Caps(problems=1, attempts=4, attempt_requests=3), gptoss_config)[0]
@@ -72,8 +72,8 @@ def test_caps_cut_an_attempt_at_the_request_where_they_bite(real_attempts, gptos
 
 
 def test_replayed_calls_sleep_in_the_sandbox_and_answer_with_the_recorded_output(real_attempts, gptoss_config):
-    from solver.recordings import (Caps, HarmonyEndings, RecordedCalls, fixed_tool_times, measure_tool_times, plan,
-                                   with_tool_times)
+    from solver.measure import (Caps, HarmonyEndings, RecordedCalls, fixed_tool_times, measure_tool_times, plan,
+                                with_tool_times)
 
     from solver.dialects.output import OutputStyle, describe_execution
     from solver.sandbox.pool import create_sandbox
@@ -126,7 +126,8 @@ def test_bad_input_is_one_line_and_exit_2_before_anything_starts(tmp_path):
 def test_an_extract_holds_the_attempts_the_benchmark_replays_and_never_goes_into_the_repository(real_attempts,
                                                                                                real_attempts_path,
                                                                                                tmp_path):
-    from solver.recordings import choose, read_attempts
+    from solver.measure import choose
+    from solver.replay import read_attempts
 
     out = tmp_path / "extract.jsonl.xz"
     done = run("benchmarks/extract_attempts.py", str(out), "--source", str(real_attempts_path), "--problems", "2",
@@ -139,7 +140,7 @@ def test_an_extract_holds_the_attempts_the_benchmark_replays_and_never_goes_into
         for positions in chosen.values() for p in positions]
     assert choose([a.problem_id for a in extract], 2, 3) == {pid: [3 * i, 3 * i + 1, 3 * i + 2]
                                                               for i, pid in enumerate(chosen)}
-    from solver.commands.dryrun import ignored  # what extract_attempts.py refuses to write inside
+    from solver.measure.dryrun import ignored  # what extract_attempts.py refuses to write inside
 
     # runs/ is ignored in every checkout; .venv/ only where it is a folder (git does not look past a linked venv).
     assert ignored(ROOT / "runs" / "extract.jsonl.xz") and not ignored(BENCHMARKS / "extract.jsonl")

@@ -131,8 +131,24 @@ def test_offline_analysis_never_depends_on_the_cli():
 
 
 def test_commands_are_imported_by_the_cli_alone():
+    """Inside the package and beside it: the benchmarks, the evaluations and the scripts use the package's faces,
+    never a command's module."""
     offenders = {n: t for n, ts in GRAPH.items() if not n.startswith("solver.commands") and n != "solver.cli"
                  for t in ts if t.startswith("solver.commands")}
+    offenders |= {str(p.relative_to(ROOT)): t for p in OUTSIDERS if not p.is_relative_to(PACKAGE)
+                  for t in imports(p) if t.startswith("solver.commands")}
+    assert offenders == {}
+
+
+def test_the_measurement_wing_is_imported_by_the_commands_and_the_benchmarks_alone():
+    """``solver.measure`` rehearses and measures; the submission, the loop, the engines and the offline analysis
+    never depend on it, so none of them loads it (the Kaggle notebook least of all)."""
+    users = ("solver.measure", "solver.commands")
+    offenders = {n: t for n, ts in GRAPH.items() if not n.startswith(users)
+                 for t in ts if t.startswith("solver.measure")}
+    offenders |= {str(p.relative_to(ROOT)): t for p in OUTSIDERS if not p.is_relative_to(PACKAGE)
+                  and not p.is_relative_to(ROOT / "benchmarks") for t in imports(p)
+                  if t.startswith("solver.measure")}
     assert offenders == {}
 
 

@@ -40,7 +40,7 @@ from solver.core.state import cast
 from solver.core.stopping import STOPPERS, make_stopper
 from solver.core.voting import VOTERS, make_voter
 from solver.core.state import Rules
-from solver.engines.replay import EngineTime, RecordedOutputs, ReplayEngine, TimingModel
+from solver.replay.engine import EngineTime, RecordedOutputs, ReplayEngine, TimingModel
 from solver.loop.problem import ProblemSolver
 from solver.offline.sim import play, play_on
 from solver.offline.sim import ProblemPool, prepare

@@ -1,5 +1,5 @@
 """``solver day``: rehearse a Kaggle day at full length on one engine, recorded attempts through the Kaggle path
-(``solver.kaggle.day`` says how), one device call after another; ``benchmarks/day.py`` is this command.
+(``solver.measure.day`` says how), one device call after another; ``benchmarks/day.py`` is this command.
 
     solver day --attempts-file X --problems 2 --attempts 4 --attempt-tokens 300 --json /tmp/day.json --resume
     solver day --gpu --model M --attempts-file X --problems 6 --until 520 --json .gpu/day/slice.json --resume
@@ -15,14 +15,14 @@ from pathlib import Path
 
 # Light imports only at module level: the CLI imports every command to build its parser.
 
-RULES = ("kaggle", "stop", "none")  # what acts in the slice (solver.kaggle.day's docstring)
+RULES = ("kaggle", "stop", "none")  # what acts in the slice (solver.measure.day's docstring)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
         "day", help="rehearse a Kaggle day: recorded attempts through the Kaggle predictor on one engine",
         description="A Kaggle day at full length on one engine: recorded attempts through the Kaggle path, "
-                    "problem after problem, one device call after another (solver/kaggle/day.py).")
+                    "problem after problem, one device call after another (solver/measure/day.py).")
     add_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--table", type=Path, default=None, help="a table JSON of labelled runs (variants)")
     parser.add_argument("--estimate", action="store_true", help="print the time model's prediction; start nothing")
     parser.add_argument("--dry-run", action="store_true",
-                        help="parse, plan and check (solver/commands/dryrun.py); start nothing, measure nothing")
+                        help="parse, plan and check (solver/measure/dryrun.py); start nothing, measure nothing")
     parser.add_argument("--time-model", default=None, help="for the estimates (default: the config's, else tiny)")
     parser.add_argument("--run-dir", type=Path, default=None, help="the predictor's run directory for this call "
                         "(default: beside --json, one per call)")
@@ -76,8 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from solver.commands.dryrun import DryRun
-    from solver.kaggle import rehearse_day
+    from solver.measure import DryRun
+    from solver.measure import rehearse_day
 
     args.dry = DryRun("solver day") if args.dry_run else None
     return rehearse_day(args)

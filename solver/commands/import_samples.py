@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
     from solver.config import ConfigError, load_config
     from solver.recordings import SampleFields, SampleImportError, holds_traces, import_samples
-    from solver.recordings import TraceError
+    from solver.replay import TraceError
     from solver.runlog import LogError
 
     try:

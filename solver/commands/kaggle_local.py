@@ -2,7 +2,7 @@
 
 The competition's own gateway runs when ``kaggle_evaluation`` is importable (``--gateway DIR``, the competition's
 Kaggle input folder, or ``sys.path``); otherwise the rehearsal gateway calls ``predict`` as that gateway does
-(:mod:`solver.kaggle.rehearsal`). OUT holds ``test.csv`` (the problems in the competition's layout, real gateway
+(:mod:`solver.measure.rehearsal`). OUT holds ``test.csv`` (the problems in the competition's layout, real gateway
 only), ``submission.parquet`` and ``submission.csv`` (what Kaggle would score), ``report.md`` (per call: order,
 id, answer, reference, seconds, faults) and ``run/`` (the solver's log, replayable). Exit 1 when a fault was
 recorded, 2 on bad input (before any model loads and before OUT exists).
@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                         help="total time for the set (default: the competition's 5 h)")
     parser.add_argument("--dry-run", action="store_true",
                         help="parse, plan and check everything (config, names, problems, gateway), then exit: no "
-                             "engine starts, nothing is written (solver/commands/dryrun.py)")
+                             "engine starts, nothing is written (solver/measure/dryrun.py)")
     add_config_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from solver.datasets import load_problems
     from solver.kaggle import competition
     from solver.kaggle import KagglePredictor, PredictorOptions
-    from solver.kaggle import rehearse, report_markdown, run_gateway
+    from solver.measure import rehearse, report_markdown, run_gateway
     from solver.kaggle import find_server
 
     out = args.out or Path("runs") / time.strftime("kaggle-local-%Y%m%d-%H%M%S")
@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     server_class = find_server(comp, args.gateway)
     config = config.replace({"budget.problems": len(problems)})
     if args.dry_run:
-        from solver.commands.dryrun import DryRun
+        from solver.measure import DryRun
         from solver.loop.parts import prepare_run
 
         dry = DryRun("solver kaggle-local")

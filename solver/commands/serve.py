@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--log-dir", type=Path, default=None, help="server logs (default: a new temp dir)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the servers to start")
     parser.add_argument("--dry-run", action="store_true",
-                        help="parse, plan and check (solver/commands/dryrun.py); start no server (before a --)")
+                        help="parse, plan and check (solver/measure/dryrun.py); start no server (before a --)")
     parser.set_defaults(func=run)
 
 
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = config_from_args(args)
         if args.dry_run:
-            from solver.commands.dryrun import DryRun
+            from solver.measure import DryRun
 
             dry = DryRun("solver serve")
             dry.engine_args(config, ConfigError)

@@ -91,7 +91,7 @@ def _problems(args: argparse.Namespace, config: Any) -> Any:
     if args.data:
         return load_problems(args.data, limit=args.limit)
     if config.engine.name == "replay" and config.engine.replay_from:
-        from solver.engines.replay import problems_from_log
+        from solver.replay import problems_from_log
 
         return problems_from_log(Path(config.engine.replay_from[0]))[: args.limit]
     return None

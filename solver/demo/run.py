@@ -199,7 +199,7 @@ def show_tool_call(run_dir: Path, console: Console) -> None:
 
 
 def run_replay(out: Path, console: Console, questions: int | None) -> PartResult:
-    from solver.engines.replay import problems_from_log
+    from solver.replay import problems_from_log
     from solver.loop.parts import prepare_run
 
     recorded = write_corpus_run(out / "recorded", replay_config(None, 1), problems=questions)

@@ -19,7 +19,7 @@ from typing import Any
 from solver.config import Config, ConfigError
 from solver.core.confidence import token_confidence
 from solver.engines.compile_cache import CacheVerdict
-from solver.engines.timeline import StartMark, in_process_sample
+from solver.engines.vllm_metrics import StartMark, in_process_sample
 from solver.engines.vllm_compat import engine_shape, num_unfinished_requests, streaming_input_class
 from solver.engines.warmup import WarmupReport, run_warmup
 from solver.errors import first_line

@@ -169,3 +169,33 @@ async def engine_usage(engine_name: str, report: Callable[[str], None],
     finally:
         if sampler.usage.samples:
             report(f"engine: {sampler.usage.line()}")
+
+
+# vLLM's prefix-cache counters (tokens queried, tokens found), in vLLM 0.26 to 0.33; a server's page names
+# counters with a ``_total`` suffix.
+PREFIX_QUERIES = "vllm:prefix_cache_queries"
+PREFIX_HITS = "vllm:prefix_cache_hits"
+
+
+@dataclass(frozen=True)
+class StartMark:
+    """An engine's start as its metrics see it: from ``begin`` to ``end`` (seconds on one clock) the engine was
+    starting, its warm-up's requests included; at ``end`` its prefix-cache counters read these (tokens). A
+    problem's figures count from here (``solver.measure.day.hit_rate``)."""
+
+    begin: float
+    end: float
+    prefix_queries: float
+    prefix_hits: float
+
+    def shifted(self, t0: float) -> StartMark:
+        """The same on a clock that reads 0 at ``t0`` (a ``Sampler``'s)."""
+        return StartMark(self.begin - t0, self.end - t0, self.prefix_queries, self.prefix_hits)
+
+
+def in_process_sample() -> tuple[UsageReading, float, float]:
+    """vLLM's metrics in this process (``vllm_compat.metrics_snapshot``)."""
+    metrics = metrics_snapshot()
+    queries = sum(float(m.value) for m in metrics if m.name == PREFIX_QUERIES)
+    hits = sum(float(m.value) for m in metrics if m.name == PREFIX_HITS)
+    return reading(metrics), queries, hits

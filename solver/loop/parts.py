@@ -40,7 +40,7 @@ class RunParts:
 def prepare_run(config: Config, *, find_model: Callable[[str | None], object] | None = None) -> RunParts:
     """Resolve and check everything ``config`` names (module docstring); the parts its solvers are made of.
     ``find_model``: how the model is found (default ``solver.models.resolve_model``; a dry run passes its own,
-    which skips a model only on the machine the command is written for, solver.commands.dryrun).
+    which skips a model only on the machine the command is written for, solver.measure.dryrun).
 
     >>> prepare_run(Config().replace({"engine.name": "replay"}))
     Traceback (most recent call last):

@@ -327,7 +327,7 @@ async def open_parts(config: Config) -> AsyncIterator[tuple[Engine, Sandbox]]:
     """The engine and the sandbox the config names, closed on the way out (the engine first): the replay engine
     and its recorded outputs for ``engine.replay_outputs``; else the sandbox pool, started before the engine."""
     if config.engine.replay_outputs:
-        from solver.engines.replay import recorded_parts
+        from solver.replay import recorded_parts
 
         async with recorded_parts(config) as parts:
             yield parts

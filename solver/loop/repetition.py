@@ -18,14 +18,14 @@ import contextlib
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from solver.config import Config
 from solver.core.answers import code_answer, extract_answers
 from solver.core.confidence import ConfidenceWindow
 from solver.dialects import Dialect, Dialogue, TurnOutput
-from solver.sandbox.pool import compose_program
 from solver.types import (
     Answer,
     Engine,
@@ -42,6 +42,27 @@ from solver.types import (
 )
 
 log = logging.getLogger(__name__)
+
+
+def compose_program(earlier: Sequence[str], code: str, mode: Literal["newest", "accumulate"]) -> str:
+    """The program to run for a new code block.
+
+    ``newest`` runs the block alone. ``accumulate`` first re-runs the earlier successful blocks with their
+    printed output hidden (so their definitions exist), all on one line, then the new block: its line numbers
+    in tracebacks are one more than in the block itself.
+
+    >>> compose_program(["x = 2"], "print(x + 1)", "newest")
+    'print(x + 1)'
+    >>> program = compose_program(["x = 2", "print('hidden')"], "print(x + 1)", "accumulate")
+    >>> exec(program, {})
+    3
+    >>> compose_program([], "x", "accumulate")
+    'x'
+    """
+    if mode == "newest" or not earlier:
+        return code
+    cells = "; ".join(f"exec(compile({block!r}, '<cell {i}>', 'exec'))" for i, block in enumerate(earlier, 1))
+    return f"with __import__('contextlib').redirect_stdout(__import__('io').StringIO()): {cells}\n{code}"
 
 
 def repetition_seed(base: int, problem_id: str, index: int) -> int:

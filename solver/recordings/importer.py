@@ -7,7 +7,7 @@ Two kinds of file, told apart by their first record:
   evaluation output does), imported as a one-turn repetition. Field names are looked up from a list of common
   spellings unless given explicitly.
 - Token traces (records with ``prompt_ids`` and ``completion_ids``: real attempts in the harmony format,
-  ``solver.recordings.traces``): each attempt becomes a repetition turn by turn, as the loop logs one
+  ``solver.replay.traces``): each attempt becomes a repetition turn by turn, as the loop logs one
   (``solver.recordings.trace_import``).
 
 Any fault in the file is a ``SampleImportError`` with one line naming the file and line; nothing is left behind
@@ -26,7 +26,7 @@ from solver.core.answers import extract_answers, normalise
 from solver.config import AnswerConfig, Config
 from solver.errors import BadInput
 from solver.files import staged_dir
-from solver.recordings.traces import TraceError, is_trace, json_lines
+from solver.replay import TraceError, is_trace, json_lines
 from solver.runlog import META_NAME, RunLog
 from solver.types import Answer, Problem, Repetition, Turn
 
@@ -215,7 +215,7 @@ def _sample_run(path: Path, config: Config, fields: SampleFields) -> tuple[list[
 
 def _trace_run(path: Path, config: Config, tokens_per_s: float | None) -> tuple[list[Problem], list[Repetition], int]:
     from solver.recordings.trace_import import TraceImportError, import_attempts
-    from solver.recordings.traces import read_attempts
+    from solver.replay import read_attempts
 
     if config.prompt.dialect != "harmony":
         raise SampleImportError(f"{path}: token traces are read with the harmony dialect, not "

@@ -4,7 +4,7 @@ earlier calls exist, as they did when it was recorded), each cut at the sandbox'
 
 One function for every caller: ``solver import-samples --measure-tools`` writes the seconds into each imported
 turn's ``Execution.duration_s`` (the recorded output stays what the model saw), and the engine benchmark's real
-workload (``solver.recordings.attempts``) waits them out between requests.
+workload (``solver.measure.workload``) waits them out between requests.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Real attempts recorded as harmony token traces (``solver.recordings.traces``) imported as repetitions, each logged
+"""Real attempts recorded as harmony token traces (``solver.replay.traces``) imported as repetitions, each logged
 as the repetition loop would have logged it.
 
 Each attempt is run through the loop itself (``run_repetition``) with the configured harmony dialect: a
@@ -31,9 +31,9 @@ from solver.config import Config
 from solver.core.answers import voting_answers
 from solver.dialects import make_dialect
 from solver.dialects import OutputStyle, execution_from_shown
-from solver.engines.replay import Key, RecordedOutputs, mark_served, recorded_deltas
+from solver.replay import Key, RecordedOutputs, mark_served, recorded_deltas
 from solver.loop.repetition import run_repetition
-from solver.recordings.traces import Attempt
+from solver.replay import Attempt
 from solver.types import Delta, Execution, GenerationRequest, Problem, Repetition, Tokenizer, Turn
 
 # Limits lifted for an import: the recording's own requests and tokens decide where an attempt ends.

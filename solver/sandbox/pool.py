@@ -23,8 +23,6 @@ import contextlib
 import os
 import shutil
 import time
-from collections.abc import Sequence
-from typing import Literal
 
 from solver.config import SandboxConfig
 from solver.config import Registry
@@ -32,7 +30,7 @@ from solver.sandbox.channel import (Capture, Exit, Flight, Isolation, SandboxErr
                                     kill_group)
 from solver.types import Execution, Sandbox
 
-__all__ = ["SANDBOXES", "Isolation", "PoolSession", "ProcessPoolSandbox", "SandboxError", "compose_program",
+__all__ = ["SANDBOXES", "Isolation", "PoolSession", "ProcessPoolSandbox", "SandboxError",
            "create_sandbox", "default_workers"]
 
 RETURN_SLACK_S = 0.25  # run() answers at most this long after the time limit, whatever the teardown takes
@@ -53,27 +51,6 @@ def default_workers(busy: int | None = None) -> int:
     """
     cores = max(1, len(os.sched_getaffinity(0)) - 1)
     return cores if busy is None else max(1, min(cores, busy))
-
-
-def compose_program(earlier: Sequence[str], code: str, mode: Literal["newest", "accumulate"]) -> str:
-    """The program to run for a new code block.
-
-    ``newest`` runs the block alone. ``accumulate`` first re-runs the earlier successful blocks with their
-    printed output hidden (so their definitions exist), all on one line, then the new block: its line numbers
-    in tracebacks are one more than in the block itself.
-
-    >>> compose_program(["x = 2"], "print(x + 1)", "newest")
-    'print(x + 1)'
-    >>> program = compose_program(["x = 2", "print('hidden')"], "print(x + 1)", "accumulate")
-    >>> exec(program, {})
-    3
-    >>> compose_program([], "x", "accumulate")
-    'x'
-    """
-    if mode == "newest" or not earlier:
-        return code
-    cells = "; ".join(f"exec(compile({block!r}, '<cell {i}>', 'exec'))" for i, block in enumerate(earlier, 1))
-    return f"with __import__('contextlib').redirect_stdout(__import__('io').StringIO()): {cells}\n{code}"
 
 
 class ProcessPoolSandbox:

@@ -14,7 +14,7 @@ import pytest
 
 from solver.cli import main
 from solver.config import Config, ConfigError
-from solver.engines.replay import (
+from solver.replay.engine import (
     RecordedOutputs,
     ReplayEngine,
     TimingModel,

@@ -21,10 +21,11 @@ from solver.engines.compile_cache import (CACHE_ENV, MANIFEST, CacheManifest, Fi
                                           read_manifest, use_cache)
 from solver.engines.engine_log import EPOCH_FORMAT, parse_engine_log
 from solver.engines.startup_log import parse_startup_log
-from solver.engines.timeline import MetricsSample, StartMark
+from solver.engines.vllm_metrics import StartMark
+from solver.measure.timeline import MetricsSample
 from solver.engines.vllm_metrics import UsageReading
 from solver.engines.warmup import warmup_shapes
-from solver.kaggle.day import hit_rate
+from solver.measure.day import hit_rate
 from solver.types import GenerationRequest
 
 HERE = Fingerprint("0.26.0", "2.11.0", "config.json 44d62c1ea062", "NVIDIA H200",
@@ -339,7 +340,7 @@ def test_the_warm_up_runs_each_shape_alone_and_the_cache_is_used(engine_log, eng
     # figures: a problem whose samples span the start (the day's first) reads its own requests' hit rate.
     mark = engine.started
     assert mark is not None and mark.prefix_queries >= report.tokens and mark.prefix_hits == 0
-    from solver.engines.timeline import in_process_sample
+    from solver.engines.vllm_metrics import in_process_sample
 
     ids = tuple(range(1000, 1064))  # 64 tokens no warm-up prompt starts with: two blocks of 32
 

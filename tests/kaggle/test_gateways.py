@@ -168,7 +168,7 @@ def test_a_frame_the_real_gateway_refuses_is_the_rehearsals_failure(tmp_path: Pa
     script = ("import sys, json; from pathlib import Path\n"
               "import polars as pl\n"
               "from solver.kaggle import competition, find_server\n"
-              "from solver.kaggle.rehearsal import run_gateway\n"
+              "from solver.measure.rehearsal import run_gateway\n"
               "class TwoRows:\n"
               "    calls = []\n"
               "    def __call__(self, id_, problem):\n"

@@ -13,7 +13,7 @@ from kaggle_doubles import FaultyScriptedEngine, fast_config, scripted_factory
 
 from solver.kaggle.competition import competition
 from solver.kaggle.predictor import KagglePredictor, PredictorOptions
-from solver.kaggle.rehearsal import rehearse
+from solver.measure.rehearsal import rehearse
 
 
 def _data(tmp_path: Path, rows: dict[str, list[str]]) -> Path:

@@ -11,7 +11,7 @@ import statistics
 import pytest
 
 from solver.dialects.harmony import load_encoding
-from solver.recordings import CALL, END, MESSAGE, RETURN, START, TraceError, read_attempts
+from solver.replay import CALL, END, MESSAGE, RETURN, START, TraceError, read_attempts
 
 
 def test_harmony_special_ids_are_the_encodings_own():

@@ -9,7 +9,8 @@ import time
 import pytest
 
 from solver.config import ConfigError, SandboxConfig
-from solver.sandbox.pool import (SANDBOXES, ProcessPoolSandbox, SandboxError, compose_program, create_sandbox,
+from solver.loop.repetition import compose_program
+from solver.sandbox.pool import (SANDBOXES, ProcessPoolSandbox, SandboxError, create_sandbox,
                             default_workers)
 
 CONFIG = SandboxConfig(workers=1, timeout_s=2.0, memory_mb=512, output_bytes=1000)

@@ -110,7 +110,7 @@ def scaled_budget(budget: BudgetConfig, scale: float) -> BudgetConfig:
 def replayed_run(pools: Sequence[ProblemPool], config: Config, model: EngineTimeModel,
                  draws: Mapping[str, Sequence[int]], time_scale: float, run_dir: Path) -> list[ProblemResult]:
     """The pipeline's run of the same draws (module docstring), written to ``run_dir``."""
-    from solver.engines.replay import EngineTime, RecordedOutputs, ReplayEngine
+    from solver.replay import EngineTime, RecordedOutputs, ReplayEngine
     from solver.loop.run import solve_run
 
     recorded = {p.problem.id: [p.repetitions[i] for i in draws[p.problem.id]] for p in pools}

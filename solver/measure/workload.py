@@ -1,9 +1,9 @@
 """Real attempts as a replay plan: the turn structure of recorded gpt-oss-120b attempts, for the real engine.
 
-A recorded attempt (``solver.recordings.traces``) is a prompt and a run of requests, each generating some tokens and
+A recorded attempt (``solver.replay.traces``) is a prompt and a run of requests, each generating some tokens and
 ending in a python call (the harness appended the tool's message), a ``<|return|>`` without an answer (the
 harness appended a follow-up) or the cut at the answer. A replay keeps that shape exactly and scripts only what
-the text says, as ``solver.engines.traced.TracedEngine`` does for drawn plans:
+the text says, as ``solver.measure.traced.TracedEngine`` does for drawn plans:
 
 - each request decodes the recorded number of tokens from the real engine (``ignore_eos``, ``min_tokens``,
   drawn among plain words), then a scripted ending is appended: a python call on the analysis channel, as
@@ -44,9 +44,9 @@ from typing import Any, Literal
 from solver.config import Config, from_dict, load_config
 from solver.dialects import OutputStyle, TurnOutput, execution_from_shown
 from solver.errors import BadInput
-from solver.recordings.traces import Attempt
+from solver.replay import Attempt
 from solver.types import Execution, GenerationRequest, Problem
-from solver.engines.traced import TracedEngine, make_script
+from solver.measure.traced import TracedEngine, make_script
 
 # The dev extract of recorded gpt-oss-120b attempts, beside the checkout (the GPU machine's shared data).
 DEFAULT_ATTEMPTS_FILE = Path("../shared/data/replay/gptoss120b_aimo3_dev.jsonl.xz")
@@ -143,11 +143,11 @@ def choose(problem_ids: Sequence[str], problems: int, attempts: int, only: Seque
     >>> choose(["a", "b"], problems=1, attempts=2)
     Traceback (most recent call last):
     ...
-    solver.recordings.attempts.PlanError: 0 problems have at least 2 attempts (the most is 1), 1 wanted
+    solver.measure.workload.PlanError: 0 problems have at least 2 attempts (the most is 1), 1 wanted
     >>> choose(["a", "b"], problems=1, attempts=1, only=["x"])
     Traceback (most recent call last):
     ...
-    solver.recordings.attempts.PlanError: problem x has 0 attempts, 1 wanted
+    solver.measure.workload.PlanError: problem x has 0 attempts, 1 wanted
     """
     where: dict[str, list[int]] = {}
     for position, pid in enumerate(problem_ids):
@@ -346,7 +346,7 @@ def with_tool_times(problems: list[list[Replay]], times: dict[str, float]) -> li
 def read_tool_seconds(path: Path) -> list[tuple[float, ...] | None]:
     """Per attempt of a trace file (in file order), the seconds each of its requests' calls ran when measured for
     the extract (``tool_seconds``), or None where the line carries none. A malformed list is a ``PlanError``."""
-    from solver.recordings.traces import json_lines
+    from solver.replay import json_lines
 
     out: list[tuple[float, ...] | None] = []
     for where, record in json_lines(path):
@@ -423,7 +423,7 @@ async def measure_tool_times(problems: list[list[Replay]], sandbox: Any, timeout
     one stateful session per attempt, the harness's starter cell first, untimed, calls in order, each cut at
     ``timeout_s``); attempts at once (the pool bounds how many run). Seconds per call (``key_of``); a follow-up
     takes none."""
-    from solver.recordings.tool_times import measure_calls
+    from solver.recordings import measure_calls
 
     replays = [r for group in problems for r in group]
     calls = [[s.code for s in r.steps if s.call] for r in replays]
@@ -497,7 +497,7 @@ class AttemptsOnEngine(TracedEngine):
 def replay_on_engine(engine: Any, problems: list[list[Replay]], endings: HarmonyEndings) -> AttemptsOnEngine:
     """Recorded attempts replayed on a real engine: ``engine`` (a started ``Engine``) decodes each planned
     request's recorded number of tokens, then gets the recorded ending. The solver's one replay engine
-    (``solver.engines.replay``) serves recorded text without any engine; this is its mode on a real one."""
+    (``solver.replay.engine``) serves recorded text without any engine; this is its mode on a real one."""
     return AttemptsOnEngine(engine, problems, endings)
 
 

@@ -33,7 +33,7 @@ One device call is one command, the same for every call of a slice:
 
 Per problem the JSON and the printed table give the seconds and decoded tokens, attempts finished and cancelled,
 the prefix-cache hit rate, preemptions and KV peak (the engine's metrics, polled), whether the deadline cut it,
-the stop reason and the answer; with each problem's request timeline and metrics series (``solver.engines.timeline``).
+the stop reason and the answer; with each problem's request timeline and metrics series (``solver.measure.timeline``).
 
     solver day --attempts-file X --problems 2 --attempts 4 --attempt-tokens 300 --json /tmp/day.json --resume
     solver day --gpu --model M --attempts-file X --problems 6 --until 520 --json .gpu/day/slice.json --resume
@@ -56,12 +56,14 @@ from typing import Any
 
 from solver.config import Config, ConfigError, parse_overrides
 from solver.core.clock import DayClock
-from solver.engines.timeline import Sampler, RequestTimeline, StartMark, TimedEngine, in_process_reader
+from solver.engines.vllm_metrics import StartMark
+from solver.measure.timeline import RequestTimeline, Sampler, TimedEngine, in_process_reader
 from solver.errors import BadInput
 from solver.files import atomic_write
-from solver.recordings import (DEFAULT_ATTEMPTS_FILE, TOOL_TIME_MODES, Caps, HarmonyEndings, RecordedCalls, Replay,
-                               choose, fixed_tool_times, plan, preset_engine, read_attempts, read_tool_seconds,
-                               replay_on_engine, tool_time_mode, tool_time_seconds, with_tool_times)
+from solver.measure.workload import (DEFAULT_ATTEMPTS_FILE, TOOL_TIME_MODES, Caps, HarmonyEndings, RecordedCalls, Replay,
+                                     choose, fixed_tool_times, plan, preset_engine, read_tool_seconds, replay_on_engine,
+                                     tool_time_mode, tool_time_seconds, with_tool_times)
+from solver.replay import read_attempts
 
 HARD_GRACE_S = 30.0  # --hard-stop's default: --until plus these seconds
 CLOSE_S = 20.0  # seconds a call keeps for its end: the engine's shutdown, the log, the JSON
@@ -530,7 +532,7 @@ def load_plan(args: argparse.Namespace, measure: bool = True) -> tuple[list[list
     mode = tool_time_mode(args.tool_time, carried, args.attempts_file, BadInput)
     problems = plan(attempts, caps, args.base, carried if mode == "carried" else None)
     if mode == "measure" and measure:
-        from solver.recordings import measure_tool_times
+        from solver.measure.workload import measure_tool_times
         from solver.sandbox.pool import create_sandbox
 
         async def measure() -> dict[str, float]:
@@ -558,7 +560,7 @@ def estimate(args: argparse.Namespace, problems: list[list[Replay]], config: Con
     from the budget, the rules acting; then how it splits into calls of ``--until``."""
     from solver.core.budget import budget_for, problem_slot
     from solver.core.clock import SimulatedClock
-    from solver.kaggle.competition import competition, competition_config
+    from solver.kaggle import competition, competition_config
 
     day = competition_config(config, competition("aimo3"))
     clock = SimulatedClock(model.start_s)
@@ -693,7 +695,7 @@ class DayCall:
         atomic_write(self.args.json, json.dumps(self.state, indent=1))
 
     def predictor(self) -> Any:
-        from solver.kaggle.predictor import KagglePredictor, PredictorOptions
+        from solver.kaggle import KagglePredictor, PredictorOptions
 
         config = self.config.replace({"budget.problems": max(1, len(self.ids) - len(self.done))})
         script = HarmonyEndings()
@@ -705,7 +707,7 @@ class DayCall:
                                                                  open_session=open_session))
 
     async def play(self) -> str:
-        from solver.kaggle.predictor import process_start
+        from solver.kaggle import process_start
 
         import polars as pl
 

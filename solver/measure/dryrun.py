@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]  # the checkout: solver/commands/dryrun.py -> the repository root
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: solver/measure/dryrun.py -> the repository root
 
 
 def inside(path: Path, folder: Path) -> bool:

@@ -15,15 +15,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from solver.engines.vllm_metrics import Polling, UsageReading, Usage, fold
-from solver.engines.wrapped import WrappedEngine
+from solver.engines.vllm_metrics import (PREFIX_HITS, PREFIX_QUERIES, Polling, UsageReading, Usage, fold,
+                                         in_process_sample)
+from solver.measure.wrapped import WrappedEngine
 from solver.types import Delta, GenerationRequest
-
-# vLLM's prefix-cache counters (tokens queried, tokens found), in vLLM 0.26 to 0.33; a server's page names
-# counters with a ``_total`` suffix.
-PREFIX_QUERIES = "vllm:prefix_cache_queries"
-PREFIX_HITS = "vllm:prefix_cache_hits"
-
 
 @dataclass(frozen=True)
 class RequestRecord:
@@ -103,33 +98,6 @@ class MetricsSample:
     reading: UsageReading
     prefix_queries: float
     prefix_hits: float
-
-
-@dataclass(frozen=True)
-class StartMark:
-    """An engine's start as its metrics see it: from ``begin`` to ``end`` (seconds on one clock) the engine was
-    starting, its warm-up's requests included; at ``end`` its prefix-cache counters read these (tokens). A
-    problem's figures count from here (``solver.kaggle.day.hit_rate``)."""
-
-    begin: float
-    end: float
-    prefix_queries: float
-    prefix_hits: float
-
-    def shifted(self, t0: float) -> StartMark:
-        """The same on a clock that reads 0 at ``t0`` (a ``Sampler``'s)."""
-        return StartMark(self.begin - t0, self.end - t0, self.prefix_queries, self.prefix_hits)
-
-
-def in_process_sample() -> tuple[UsageReading, float, float]:
-    """vLLM's metrics in this process (``vllm_compat.metrics_snapshot``)."""
-    from solver.engines.vllm_compat import metrics_snapshot
-    from solver.engines.vllm_metrics import reading
-
-    metrics = metrics_snapshot()
-    queries = sum(float(m.value) for m in metrics if m.name == PREFIX_QUERIES)
-    hits = sum(float(m.value) for m in metrics if m.name == PREFIX_HITS)
-    return reading(metrics), queries, hits
 
 
 def page_sample(page: str) -> tuple[UsageReading, float, float]:

@@ -433,7 +433,7 @@ def add_answers(path: Path, extract: Path) -> int:
     from argparse import Namespace
 
     from solver.files import atomic_write
-    from solver.kaggle.day import checked, load_plan, plan_rows
+    from solver.measure.day import checked, load_plan, plan_rows
 
     data = json.loads(path.read_text())
     ident = data["identity"]

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from solver.dialects import CODE_STOP
-from solver.engines.wrapped import WrappedEngine
+from solver.measure.wrapped import WrappedEngine
 from solver.types import Delta, Engine, GenerationRequest
 
 

@@ -29,8 +29,8 @@ import polars as pl
 
 from solver.errors import describe
 from solver.files import atomic_write
-from solver.kaggle.competition import Competition
-from solver.kaggle.rows import check_prediction
+from solver.kaggle import Competition
+from solver.kaggle import check_prediction
 
 
 @dataclass(frozen=True)
@@ -155,7 +155,7 @@ def run_gateway(predictor: Any, server_class: type, data: str | Path, out_dir: P
     competition's layout); it writes OUT/submission.parquet. ``predictor`` is a
     :class:`~solver.kaggle.predictor.KagglePredictor` (its call records give the per-call table)."""
     from solver.datasets import load_problems
-    from solver.kaggle.serve import endpoint
+    from solver.kaggle import endpoint
 
     problems = load_problems(data, limit=limit)
     references = {str(p.id): p.answer for p in problems}
