@@ -5,7 +5,7 @@ that turn its names into parts (``registry``).
 Outsiders import from here; the modules behind it are this package's own.
 """
 
-from solver.config.layout import DEFAULT_MAX_NUM_SEQS, Layout, engine_batch, gpus_per_engine, parse_layout
+from solver.config.layout import DEFAULT_MAX_NUM_SEQS, Layout, engine_batch, parse_layout
 from solver.config.loading import (PRESET_DIR, Choices, load_config, load_preset, parse_overrides, presets,
                                    read_choices, read_config_file, save_config)
 from solver.config.policy import AnswerConfig, BudgetConfig, SolveConfig, StopConfig, VoteConfig
@@ -16,6 +16,6 @@ from solver.errors import ConfigError
 
 __all__ = ["AnswerConfig", "BudgetConfig", "Choices", "Config", "ConfigError", "DEFAULT_MAX_NUM_SEQS", "EngineConfig",
            "Layout", "PRESET_DIR", "PromptConfig", "Registry", "SOLVER_OWNED_SAMPLING", "SamplingConfig",
-           "SandboxConfig", "SolveConfig", "StopConfig", "VoteConfig", "engine_batch", "from_dict", "gpus_per_engine",
+           "SandboxConfig", "SolveConfig", "StopConfig", "VoteConfig", "engine_batch", "from_dict",
            "load_config", "load_preset", "parse_layout", "parse_overrides", "presets", "read_choices",
            "read_config_file", "repetitions_busy", "save_config"]

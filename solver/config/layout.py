@@ -2,7 +2,7 @@
 of one engine, and how many such engines run side by side), from which the GPUs, the engine's batch and the layout's
 name follow. Everything that places, counts, names or times engines reads it: the cluster's actor count, ``solver
 serve``'s servers, the time model's per-layout figures (keyed by ``Layout.name``), the sweep's plan, the dry run's
-GPU check and ``benchmarks/layouts.py``.
+GPU check and the layout benchmark (``solver.measure.scaling``).
 
 It is parsed once, from one of two spellings:
 
@@ -133,6 +133,26 @@ class Layout:
         """
         return {f"engine.args.{k}": v for k, v in self.engine_args().items()}
 
+    @property
+    def parallel_problems(self) -> int:
+        """Problems one engine of this layout solves at once: one per data-parallel rank (each rank batches its own
+        sequences, so each needs a problem's repetitions to work on), else one, as on Kaggle.
+
+        >>> parse_layout("dp2").parallel_problems, parse_layout("tp2").parallel_problems
+        (2, 1)
+        """
+        return self.data
+
+    def run_overrides(self) -> dict[str, int]:
+        """Config keys that run a workload in this layout: ``overrides``, and with data-parallel ranks as many
+        problems at once as ranks (``parallel_problems``).
+
+        >>> parse_layout("dp2").run_overrides(), parse_layout("replicas:2").run_overrides()
+        ({'engine.args.data_parallel_size': 2, 'solve.parallel_problems': 2}, {})
+        """
+        at_once = {"solve.parallel_problems": self.parallel_problems} if self.parallel_problems > 1 else {}
+        return {**self.overrides(), **at_once}
+
     def engines_on(self, gpus: int) -> int:
         """Engines of this layout that ``gpus`` GPUs hold; a one-line ConfigError when they hold none.
 
@@ -174,15 +194,6 @@ def parse_layout(text: str) -> Layout:
         sizes[key] = size
     return Layout(tensor=sizes.get("tp", 1), pipeline=sizes.get("pp", 1), data=sizes.get("dp", 1),
                   replicas=sizes.get("replicas", 1))
-
-
-def gpus_per_engine(engine_args: Mapping[str, Any]) -> int:
-    """GPUs one engine spans, from its arguments alone (``Layout.engine_gpus``): tensor x pipeline x data.
-
-    >>> gpus_per_engine({"tensor_parallel_size": 2, "pipeline_parallel_size": 2, "data_parallel_size": 2})
-    8
-    """
-    return Layout.of(engine_args).engine_gpus
 
 
 def engine_batch(engine_args: Mapping[str, Any]) -> int:

@@ -1,22 +1,22 @@
-"""benchmarks/layouts.py: its pure parts (doctests, layout names, bad input before any engine starts), and on the
+"""benchmarks/layouts.py: its pure parts (layout names, bad input before any engine starts; the doctests of its
+drivers, ``solver.measure.scaling`` and ``fleet``, run with the package's), and on the
 real CPU engine the GPU sitting's scaling command in miniature: the real shape on two engine actors, then a replica's
 engine killed from outside mid-run (its engine core process and its worker, SIGKILL): its problem re-queued to the
 other actor, nothing lost, the run finished. Timing is never asserted."""
 
 from __future__ import annotations
 
-import doctest
-import importlib
 import json
+import runpy
 import subprocess
 import sys
 
 import pytest
 from conftest import ROOT
 
+from solver.measure import shape_tool_times, shape_workload
+
 BENCHMARKS = ROOT / "benchmarks"
-if str(BENCHMARKS) not in sys.path:
-    sys.path.insert(0, str(BENCHMARKS))  # the benchmarks import each other as top-level modules
 
 
 def run(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
@@ -24,8 +24,9 @@ def run(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
                           timeout=timeout)
 
 
-def test_layouts_doctests_pass():
-    assert doctest.testmod(importlib.import_module("layouts")).failed == 0
+def layouts_main(argv: list[str]) -> int:
+    """The script's ``main``, loaded as the script it is (``runpy``: the benchmarks are run, not imported)."""
+    return runpy.run_path(str(BENCHMARKS / "layouts.py"), run_name="layouts")["main"](argv)
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -80,24 +81,22 @@ def carried_extract(real_attempts_path, tmp_path_factory):
 def test_scaling_without_tool_time_takes_the_extracts_seconds(carried_extract):
     """``scaling`` with no ``--tool-time`` (the GPU command as written): the parent's tool times, read before any
     layout's process starts, are the extract's carried seconds (before: AttributeError on ``args.tool_s``)."""
-    layouts = importlib.import_module("layouts")
-    args = layouts.workload(["--attempts-file", str(carried_extract), "--problems", "2", "--attempts", "2",
+    args = shape_workload(["--attempts-file", str(carried_extract), "--problems", "2", "--attempts", "2",
                              "--attempt-tokens", "300"])
-    times = layouts.tool_times(args, None)
+    times = shape_tool_times(args, None)
     calls = [s for rs in args.plan for r in rs for s in r.steps if s.call]
     assert args.tool_time == "carried" and calls and len(times) == len(calls)
     assert set(times.values()) == {0.5}
-    fixed = layouts.workload(["--attempts-file", str(carried_extract), "--problems", "2", "--attempts", "2",
+    fixed = shape_workload(["--attempts-file", str(carried_extract), "--problems", "2", "--attempts", "2",
                               "--attempt-tokens", "300", "--tool-time", "0.05"])
-    assert set(layouts.tool_times(fixed, None).values()) == {0.05}
+    assert set(shape_tool_times(fixed, None).values()) == {0.05}
 
 
 def test_scaling_dry_run_runs_each_layouts_process_with_its_gpus(carried_extract, monkeypatch, capfd):
     """The scaling parent as the GPU command runs it (no ``--tool-time``, two GPUs visible), with ``--dry-run``:
     each layout's process is started as in a run, with its own GPUs, and plans its part; nothing starts."""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-    layouts = importlib.import_module("layouts")
-    code = layouts.main(["scaling", "--layouts", "one,replicas:2", "--attempts-file", str(carried_extract),
+    code = layouts_main(["scaling", "--layouts", "one,replicas:2", "--attempts-file", str(carried_extract),
                          "--problems", "2", "--attempts", "2", "--attempt-tokens", "300", "--fault", "2",
                          "--dry-run"])
     out = capfd.readouterr().out
@@ -106,7 +105,7 @@ def test_scaling_dry_run_runs_each_layouts_process_with_its_gpus(carried_extract
     assert "layout replicas:2: 2 engine actors on a local Ray, one GPU each; GPUs visible to its process: 0,1;" in out
     assert "tool times: " in out and "layout one: predicted on time model tiny, layout tp1" in out
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
-    assert layouts.main(["scaling", "--layouts", "one,replicas:2", "--attempts-file", str(carried_extract),
+    assert layouts_main(["scaling", "--layouts", "one,replicas:2", "--attempts-file", str(carried_extract),
                          "--problems", "2", "--attempts", "2", "--dry-run"]) == 2
     assert "layout replicas:2 needs 2 GPUs; 1 visible" in capfd.readouterr().err
 
@@ -116,11 +115,10 @@ def test_seed_children_each_check_only_their_own_size(monkeypatch, capfd):
     refuse the list for TP2 (before: "--tp 2 needs 2 GPUs; 1 visible", exit 2, the TP1 row lost); the parent, seeing
     two, checks the whole list."""
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
-    layouts = importlib.import_module("layouts")
-    assert layouts.main(["seed", "--tp", "1,2", "--preset", "h100", "--dry-run"]) == 0
+    assert layouts_main(["seed", "--tp", "1,2", "--preset", "h100", "--dry-run"]) == 0
     out = capfd.readouterr().out
     assert "tp1: one engine, tensor_parallel_size 1, on GPUs 0;" in out
     assert "tp2: one engine, tensor_parallel_size 2, on GPUs 0,1;" in out
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
-    assert layouts.main(["seed", "--tp", "1,2", "--preset", "h100", "--dry-run"]) == 2
+    assert layouts_main(["seed", "--tp", "1,2", "--preset", "h100", "--dry-run"]) == 2
     assert "--tp 2 needs 2 GPUs; 1 visible" in capfd.readouterr().err
