@@ -43,6 +43,17 @@ def test_gpus_batch_and_replicas_follow_from_the_sizes():
     assert layout.engine == Layout(tensor=2, data=2, seqs=32) and layout.engines_on(9) == 2
 
 
+@pytest.mark.parametrize("text, at_once", [("one", 1), ("tp2", 1), ("replicas:2", 1), ("dp2", 2), ("tp2-dp4", 4),
+                                            ("dp2-replicas:3", 2)])
+def test_each_data_parallel_rank_gets_a_problem_of_its_own(text, at_once):
+    """A run in a layout solves as many problems at once per engine as it has data-parallel ranks (each rank
+    batches on its own), and the config it runs with says so; the engine's arguments are the layout's."""
+    layout = parse_layout(text)
+    config = Config().replace(layout.run_overrides())
+    assert layout.parallel_problems == at_once and config.solve.parallel_problems == at_once
+    assert Layout.of(config.engine.args) == layout.engine
+
+
 @pytest.mark.parametrize("text", ["tp", "tp0", "tp2-tp2", "two", "replicas:x", "tp2-", ""])
 def test_a_bad_name_is_one_line(text):
     with pytest.raises(ConfigError, match="is not tpN") as caught:

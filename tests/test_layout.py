@@ -3,7 +3,8 @@ imports no I/O of the solver, offline analysis never depends on the CLI, command
 the sandbox worker imports nothing of the solver, a package with a face (an ``__init__`` that names what
 outsiders may use in ``__all__``) is imported through it, the top level stays small, no test double lives in
 production, and no two classes share a name. The benchmarks are held to the same rules (faces, names, doubles,
-cycles): a script imports the package, never another script."""
+cycles): a script imports the package, never another script, and loads no file around the imports (``runpy``, a
+path); a script is at most 500 lines."""
 
 from __future__ import annotations
 
@@ -109,6 +110,48 @@ def test_no_benchmark_puts_its_own_folder_on_the_path():
     """A script may put the checkout's root on ``sys.path`` (to find the package), never the benchmarks' folder."""
     own = ("sys.path.insert(0, str(HERE))", "sys.path.insert(0, str(Path(__file__).resolve().parent))")
     assert [name for name, path in BENCHMARKS.items() if any(x in path.read_text() for x in own)] == []
+
+
+def test_every_benchmark_script_is_at_most_500_lines():
+    """A script parses its flags, calls the package and prints; what it drives lives in ``solver.measure``."""
+    long = {n: len(p.read_text().splitlines()) for n, p in BENCHMARKS.items()}
+    assert {n: lines for n, lines in long.items() if lines > 500} == {}
+
+
+# Ways to run another file's code that an import rule cannot see: runpy, a module spec or loader made from a path,
+# importlib's import by a computed name, exec of a file's text.
+HIDDEN_LOADS = {"run_path", "run_module", "spec_from_file_location", "SourceFileLoader", "import_module", "exec"}
+
+
+def hidden_loads(path: Path) -> list[str]:
+    """Where ``path`` loads code around the import statements (``runpy``, ``importlib``'s path loading, ``exec``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+            names += [a.name for a in node.names] if isinstance(node, ast.ImportFrom) else []
+            found += [f"line {node.lineno}: import {n}" for n in names if n == "runpy" or n in HIDDEN_LOADS]
+        elif isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if name in HIDDEN_LOADS:
+                found.append(f"line {node.lineno}: {name}")
+    return found
+
+
+def test_a_hidden_load_is_found(tmp_path):
+    script = tmp_path / "x.py"
+    script.write_text("import runpy\nimport importlib.util\nrunpy.run_path('y.py')\n"
+                      "spec = importlib.util.spec_from_file_location('z', 'z.py')\nexec(open('z.py').read())\n"
+                      "importlib.util.find_spec('vllm')\n")
+    assert hidden_loads(script) == ["line 1: import runpy", "line 3: run_path", "line 4: spec_from_file_location",
+                                    "line 5: exec"]
+
+
+def test_no_script_loads_another_file_around_the_import_rules():
+    """The benchmarks, the evaluations and the scripts import what they share from the package, so the rules above
+    see every dependency: none runs another file with ``runpy``, a spec made from its path or ``exec``."""
+    scripts = [p for d in ("benchmarks", "evaluation", "scripts") for p in (ROOT / d).rglob("*.py")]
+    assert scripts and {str(p.relative_to(ROOT)): f for p in scripts if (f := hidden_loads(p))} == {}
 
 
 def test_no_folder_imports_itself_back():
