@@ -44,10 +44,13 @@ def test_bad_input_is_one_line_before_any_engine(args, needle, real_attempts_pat
 
 @pytest.mark.slow
 @pytest.mark.engine  # two CPU engines side by side (~3 min on 2 cores, their start most of it)
-def test_two_replicas_solve_the_real_shape_and_survive_a_killed_engine(real_attempts_path, tmp_path):
+def test_two_replicas_solve_the_real_shape_and_survive_a_killed_engine(carried_extract, tmp_path):
+    """The first 2 problems x 2 attempts of the real file (an extract of just them: the parent and the layout's
+    process each read it, not the whole file), each call waiting a fixed 0.05 s."""
     pytest.importorskip("ray")
     result = tmp_path / "layouts.json"
-    done = run("scaling", "--layouts", "replicas:2", "--problems", "2", "--attempts", "2", "--attempt-tokens", "300",
+    done = run("scaling", "--layouts", "replicas:2", "--attempts-file", str(carried_extract), "--problems", "2",
+               "--attempts", "2", "--attempt-tokens", "300",
                "--tool-time", "0.05", "--fault", "2", "--out", str(tmp_path / "runs"), "--json", str(result),
                timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
