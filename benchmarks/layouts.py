@@ -2,8 +2,8 @@
 Ray: ``--cluster local:N``'s path), one engine over N GPUs (tensor parallel), vLLM's in-process data parallel.
 
   scaling  recorded gpt-oss-120b attempts (``engine.py --workload real``'s plan, replay engine and recorded tool
-           outputs: real_shape.py, attempts.py) solved by the solver's own run driver on each layout, one layout
-           per process, in order: one GPU (``one``: in process, problems one after another, as on Kaggle),
+           outputs: ``solver.measure.shape``, ``workload``) solved by the solver's own run driver on each layout,
+           one layout per process, in order: one GPU (``one``: in process, problems one after another, as on Kaggle),
            ``replicas:N`` (N engine actors, problems from one queue, one run log), ``tpN`` (one engine,
            ``tensor_parallel_size=N``, problems one after another), ``dpN`` (one engine, ``data_parallel_size=N``,
            N problems at once). Prints per layout the engine start, decoded tokens/s, seconds per problem (wall ÷
@@ -14,7 +14,7 @@ Ray: ``--cluster local:N``'s path), one engine over N GPUs (tensor parallel), vL
            re-queued on the other actor, nothing lost, the run finished.
   seed     per tensor-parallel size (``--tp 1,2``, each in its own process): the engine's start, its KV cache
            tokens, and decode tokens/s at 1, 8 and 64 sequences (prompts sent once, then re-sent decoding:
-           probes.py's ``resent``).
+           ``solver.measure.probes``' ``resent``).
   load     the load test (load.py's statistics): ``solver serve``'s servers, one per GPU, against the same number of
            engine actors (the in-process replicas), the same requests each (random-id prompts, exact lengths).
   table    the scaling rows of several result files (calls) in one table, ratios to the one-GPU row.
@@ -29,6 +29,8 @@ Every subcommand prints its table and, with ``--json PATH``, writes it with the 
     # on two GPUs: benchmarks/README.md, "Two GPUs: layouts"
 
 Ratios, not absolute speeds, are the result: compare layouts measured on one machine (one call, or one warm machine).
+What runs is ``solver.measure``'s: each layout's run, the fault run and the probes in ``scaling``, the engine
+actors, servers and each process's GPUs in ``fleet``; this script parses, starts a process per layout and prints.
 """
 
 from __future__ import annotations
@@ -436,7 +438,8 @@ def load_main(argv: list[str]) -> int:
         print(f"{side}: {args.replicas} engines started in {start_s:.1f} s; {len(samples)} requests, {tokens} tokens "
               f"in {seconds:.1f} s = {tokens / seconds:.1f} tok/s")
         print(report(stats, seconds, args.requests, args.max_tokens, args.concurrency))
-        out["sides"][side] = {"start_s": start_s, "seconds": seconds, "tokens": tokens, "tokens_per_s": tokens / seconds,
+        out["sides"][side] = {"start_s": start_s, "seconds": seconds, "tokens": tokens,
+                              "tokens_per_s": tokens / seconds,
                               "samples": [asdict(s) for s in samples]}
     if len(out["sides"]) == 2:
         ratio = out["sides"]["actors"]["tokens_per_s"] / out["sides"]["serve"]["tokens_per_s"]

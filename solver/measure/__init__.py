@@ -18,14 +18,13 @@ from solver.measure.day import rehearse_day
 from solver.measure.day_check import add_answers as add_day_answers
 from solver.measure.day_check import check_day
 from solver.measure.dryrun import DryRun, engine_dry_run, ignored, inside
-from solver.measure.fleet import (LoadActor, ReplayActor, child_env, gpus_here, kill_engine, load_requests, on_actors,
-                                  seed_env, served, with_package)
+from solver.measure.fleet import child_env, gpus_here, load_requests, on_actors, seed_env, served, with_package
 from solver.measure.probes import cache_tokens, decode, generate, random_ids, resent, turns
 from solver.measure.rehearsal import rehearse, report_markdown, run_gateway
-from solver.measure.saturation import PIPELINE_CONTENDERS, ContenderMeasure, run_pipelines, run_raw
+from solver.measure.saturation import PIPELINE_CONTENDERS, run_pipelines, run_raw
 from solver.measure.scaling import (layout_config, layouts_of, planned_tokens, prediction, probe_rows, probe_settings,
                                     run_layout, scaling_rows, seed_engine, whole_numbers)
-from solver.measure.shape import parse_shape, read_tool_times, real_shape, shape_tool_times, shape_workload
+from solver.measure.shape import read_tool_times, real_shape, shape_tool_times, shape_workload
 from solver.measure.timeline import (RequestRecord, RequestTimeline, Sampler, ServerMetrics, TimedEngine,
                                      in_process_reader)
 from solver.measure.traced import Profile, RepetitionPlan, TracedEngine, code_floor, make_plans, make_script
@@ -44,8 +43,7 @@ __all__ = ["DEFAULT_ATTEMPTS_FILE", "STARTER_CELL", "TOOL_TIME_MODES", "Attempts
            "preset_engine", "random_ids", "read_tool_seconds", "recorded_code", "rehearse", "rehearse_day",
            "replay_on_engine", "report_markdown", "resent", "run_gateway", "tool_time_mode", "tool_time_seconds",
            "turns", "warm_up", "with_tool_times",
-           "PIPELINE_CONTENDERS", "ContenderMeasure", "LoadActor", "ReplayActor", "child_env", "gpus_here",
-           "kill_engine", "layout_config", "layouts_of", "load_requests", "on_actors", "parse_shape", "planned_tokens",
-           "prediction", "probe_rows", "probe_settings", "read_tool_times", "real_shape", "run_layout", "run_pipelines",
-           "run_raw", "scaling_rows", "seed_engine", "seed_env", "served", "shape_tool_times", "shape_workload",
-           "whole_numbers", "with_package"]
+           "PIPELINE_CONTENDERS", "child_env", "gpus_here", "layout_config", "layouts_of", "load_requests",
+           "on_actors", "planned_tokens", "prediction", "probe_rows", "probe_settings", "read_tool_times", "real_shape",
+           "run_layout", "run_pipelines", "run_raw", "scaling_rows", "seed_engine", "seed_env", "served",
+           "shape_tool_times", "shape_workload", "whole_numbers", "with_package"]

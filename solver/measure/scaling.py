@@ -124,8 +124,8 @@ async def replicas_layout(config: Config, problems: list[list[Any]], run_dir: Pa
 async def fault_run(cluster: Any, config: Config, problems: list[list[Any]], run_dir: Path,
                     delay_s: float) -> dict[str, Any]:
     """The same actors on ``problems``; ``delay_s`` into the run (half the quickest problem's measured time: every
-    actor is mid-problem then), ``engine-1``'s engine is killed from outside. What must hold: that actor lost, its problem
-    re-queued to another actor and decided, every problem decided once, no (problem, repetition) logged twice, and
+    actor is mid-problem then), ``engine-1``'s engine is killed from outside. What must hold: that actor lost, its
+    problem re-queued to another actor and decided, every problem decided once, no (problem, repetition) logged twice, and
     the repetitions logged before the kill kept."""
     from collections import Counter
 

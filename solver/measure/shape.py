@@ -85,9 +85,12 @@ def parse_shape(argv: list[str] | None, dry: DryRun | None = None) -> argparse.N
 
 
 def tool_source(args: argparse.Namespace) -> str:
-    """
-    >>> tool_source(argparse.Namespace(tool_time="carried")), tool_source(argparse.Namespace(tool_time="0.5", tool_s=0.5))
-    ('carried with the extract', '0.5 s per call')
+    """Where the tool times come from, as the report says it.
+
+    >>> tool_source(argparse.Namespace(tool_time="carried"))
+    'carried with the extract'
+    >>> tool_source(argparse.Namespace(tool_time="0.5", tool_s=0.5))
+    '0.5 s per call'
     """
     return {"measure": "measured", "carried": "carried with the extract"}.get(args.tool_time,
                                                                             f"{getattr(args, 'tool_s', 0)} s per call")
