@@ -132,6 +132,20 @@ def test_the_estimate_plays_the_slice_on_the_time_model_and_splits_it_into_calls
     assert "call 1: problems 1" in printed
 
 
+def test_the_attempts_file_defaults_to_the_setting(extract, tmp_path, monkeypatch, capsys):
+    """Without ``--attempts-file`` the day reads ``$SOLVER_ATTEMPTS`` (``solver.replay.attempts_path``)."""
+    estimate = ["--gpu", "--problems", "3", "--estimate", "--until", "540"]
+    assert main(["--attempts-file", str(extract), *estimate]) == 0
+    given = capsys.readouterr().out
+    monkeypatch.setenv("SOLVER_ATTEMPTS", str(extract))
+    assert main(estimate) == 0
+    assert capsys.readouterr().out == given
+    missing = tmp_path / "none.jsonl.xz"
+    monkeypatch.setenv("SOLVER_ATTEMPTS", str(missing))
+    assert main(estimate) == 2
+    assert capsys.readouterr().err == f"solver: error: --attempts-file: no file {missing}\n"
+
+
 @pytest.mark.slow
 def test_measured_tool_seconds_travel_with_the_extract(real_attempts_path, tmp_path):
     from solver.replay import read_attempts

@@ -30,8 +30,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The day's flags (``benchmarks/day.py``'s, unchanged)."""
     parser.add_argument("--attempts-file", type=Path, default=None,
-                        help="recorded attempts (default ../shared/data/replay/gptoss120b_aimo3_dev.jsonl.xz; an "
-                             "extract from benchmarks/extract_attempts.py --measure-tools)")
+                        help="recorded attempts (default $SOLVER_ATTEMPTS, else "
+                             "../shared/data/replay/gptoss120b_aimo3_dev.jsonl.xz; an extract from "
+                             "benchmarks/extract_attempts.py --measure-tools)")
     parser.add_argument("--problems", type=int, default=6, help="the slice: the first N problems with at least "
                         "--attempts attempts (default 6)")
     parser.add_argument("--problem-ids", default="", help="the slice: these problems, comma-separated, in order")
@@ -78,6 +79,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from solver.measure import DryRun
     from solver.measure import rehearse_day
+    from solver.replay import attempts_path
 
+    if args.attempts_file is None:  # the setting as this command runs (solver.replay.attempts_path)
+        args.attempts_file = attempts_path()
     args.dry = DryRun("solver day") if args.dry_run else None
     return rehearse_day(args)
