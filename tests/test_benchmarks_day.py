@@ -1,4 +1,4 @@
-"""The day slice (``solver day``, which ``benchmarks/day.py`` runs; ``solver.measure.day``): recorded attempts
+"""The day slice (``solver day``, which ``benchmarks/day.py`` runs; ``solver.measure.kaggle_day``): recorded attempts
 through the Kaggle path (``KagglePredictor``, its budget and its engine supervisor), problem after problem, across
 device calls. The plan's live limits and carried tool seconds are checked against the recording; one run on the
 real engine (the tiny harmony model) plays a slice over two "calls" with the preset's rules acting and the engine
