@@ -4,14 +4,14 @@ The real attempts may be used but not redistributed, so the extract never goes w
 path outside this repository, or one git ignores (the GPU kit's ``.gpu/`` folder, which a ``device`` call can
 carry); any other path inside the repository is refused. On the GPU machine, point the benchmark at it with
 ``--attempts-file``. The attempts chosen are the ones ``engine.py --workload real`` replays with the same
-``--problems`` and ``--attempts`` (``solver.recordings.choose``: the first N problems with at least K attempts, their
+``--problems`` and ``--attempts`` (``solver.measure.choose``: the first N problems with at least K attempts, their
 first K), each line copied unchanged; the suffix picks the compression (``.xz``, ``.gz``, ``.bz2`` or plain).
 
 ``--measure-tools`` also runs every recorded call's code again here, once, in the preset's sandbox (the measuring
 ``solver import-samples --measure-tools`` does: ``solver.recordings.measure_calls``, a stateful session per attempt,
 the harness's starter cell first, each call cut at ``sandbox.timeout_s``) and writes the seconds into each line
 (``tool_seconds``: one per request, 0 where nothing ran; ``tool_seconds_source``: where and how), so a GPU call
-replays them without measuring again (``solver.recordings.read_tool_seconds``).
+replays them without measuring again (``solver.measure.read_tool_seconds``).
 
     python benchmarks/extract_attempts.py /tmp/attempts-2x8.jsonl.xz --problems 2 --attempts 8
     python benchmarks/extract_attempts.py .gpu/6-attempts/attempts.jsonl.xz --problems 2   # a carry of its own

@@ -1,4 +1,4 @@
-"""The day slice (``solver day``, which ``benchmarks/day.py`` runs; ``solver.measure.day``): recorded attempts
+"""The day slice (``solver day``, which ``benchmarks/day.py`` runs; ``solver.measure.kaggle_day``): recorded attempts
 through the Kaggle path (``KagglePredictor``, its budget and its engine supervisor), problem after problem, across
 device calls. The plan's live limits and carried tool seconds are checked against the recording; one run on the
 real engine (the tiny harmony model) plays a slice over two "calls" with the preset's rules acting and the engine
@@ -130,6 +130,45 @@ def test_the_estimate_plays_the_slice_on_the_time_model_and_splits_it_into_calls
     rows = [line for line in printed.splitlines() if line.startswith(SLICE)]
     assert len(rows) == 3 and all(("agree:4" in r) or ("deadline" in r) or ("max_reps" in r) for r in rows)
     assert "call 1: problems 1" in printed
+
+
+def test_the_attempts_file_defaults_to_the_setting(extract, tmp_path, monkeypatch, capsys):
+    """Without ``--attempts-file`` the day reads ``$SOLVER_ATTEMPTS`` (``solver.replay.attempts_path``)."""
+    estimate = ["--gpu", "--problems", "3", "--estimate", "--until", "540"]
+    assert main(["--attempts-file", str(extract), *estimate]) == 0
+    given = capsys.readouterr().out
+    monkeypatch.setenv("SOLVER_ATTEMPTS", str(extract))
+    assert main(estimate) == 0
+    assert capsys.readouterr().out == given
+    missing = tmp_path / "none.jsonl.xz"
+    monkeypatch.setenv("SOLVER_ATTEMPTS", str(missing))
+    assert main(estimate) == 2
+    assert capsys.readouterr().err == f"solver: error: --attempts-file: no file {missing}\n"
+
+
+def test_a_day_file_without_its_answers_gets_them_from_its_extract(extract, tmp_path):
+    """``day_check.py FILE --add-answers EXTRACT``: the flags the file was run with (its identity) go through the
+    options and the plan ``solver day`` makes (``day_options``), and each attempt of the stored plan gets its answer
+    back; another extract is refused."""
+    from solver.cli import build_parser
+    from solver.commands.day import options
+    from solver.errors import BadInput
+    from solver.measure import add_day_answers
+    from solver.measure.day_call import identity
+    from solver.measure.day_options import day_config, load_plan, plan_rows
+
+    out = tmp_path / "day.json"
+    parsed = build_parser().parse_args(["day", "--attempts-file", str(extract), "--problems", "3", "--json", str(out)])
+    day = options(parsed, None)
+    problems, _ = load_plan(day)
+    rows = plan_rows(problems)
+    ident = identity(day, day_config(day, len(problems)), [rs[0].problem.id for rs in problems])
+    out.write_text(json.dumps({"identity": ident, "plan": [{**r, "answer": None} for r in rows]}))
+    assert add_day_answers(out, extract) == 24
+    assert json.loads(out.read_text())["plan"] == rows and any(r["answer"] is not None for r in rows)
+    other = write_extract(extract, tmp_path / "other.jsonl.xz", SLICE, 8, 1.0)
+    with pytest.raises(BadInput, match="is not the extract day.json was run from"):
+        add_day_answers(out, other)
 
 
 @pytest.mark.slow

@@ -173,6 +173,15 @@ def test_offline_analysis_never_depends_on_the_cli():
     assert offenders == {}
 
 
+def test_offline_analysis_never_runs_the_live_pipeline():
+    """The simulator, the sweep's analysis and the tuner read recordings; generating them (the loop, an engine, the
+    sandbox, the cluster, a replayed run) is their callers' (the sweep takes the loop's ``solve_run`` from the
+    command)."""
+    live = ("solver.loop", "solver.engines", "solver.sandbox", "solver.cluster", "solver.replay", "solver.measure")
+    offenders = {n: t for n, ts in GRAPH.items() if n.startswith("solver.offline") for t in ts if t.startswith(live)}
+    assert offenders == {}
+
+
 def test_commands_are_imported_by_the_cli_alone():
     """Inside the package and beside it: the benchmarks, the evaluations and the scripts use the package's faces,
     never a command's module."""

@@ -40,7 +40,8 @@ from solver.core.state import cast
 from solver.core.stopping import STOPPERS, make_stopper
 from solver.core.voting import VOTERS, make_voter
 from solver.core.state import Rules
-from solver.replay.engine import EngineTime, RecordedOutputs, ReplayEngine, TimingModel
+from solver.replay.calls import RecordedCalls
+from solver.replay.engine import EngineTime, ReplayEngine, TimingModel
 from solver.loop.problem import ProblemSolver
 from solver.offline.sim import play, play_on
 from solver.offline.sim import ProblemPool, prepare
@@ -245,7 +246,7 @@ def live_timed(config: Config, recording, orders: dict[str, list[int]], deadline
         loop = asyncio.get_running_loop()
         for problem, reps in recording.values():
             engine = ReplayEngine({problem.id: [reps[i] for i in orders[problem.id]]}, EngineTime(TIME_MODEL, 1.0))
-            solver = ProblemSolver(config, engine, RecordedOutputs(engine.recorded_execution, 1.0),
+            solver = ProblemSolver(config, engine, RecordedCalls.of_turns(engine.recorded_execution, 1.0),
                                    clock=virtual_time.clock())
             start = loop.time()
             result = await solver.solve(problem, deadline=None if deadline_s is None else start + deadline_s)

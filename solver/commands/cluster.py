@@ -69,7 +69,7 @@ def sweep_on_cluster(spec: Any, sweep: Any, base: Any, problems: Any, out: Path,
         # --jobs or the spec file's jobs, else the cluster's CPUs
         jobs = sweep.jobs if jobs_given or sweep.jobs != 1 else None
         return offline_on_cluster(connection, lambda n: run_sweep(dataclasses.replace(sweep, jobs=n), base,
-                                                                    problems, out, generate_runs=False), jobs)
+                                                                    problems, out, solve=None), jobs)
 
 
 def offline_on_cluster(target: Any, work: Callable[[int], T], jobs: int | None = None) -> T:

@@ -1,5 +1,5 @@
 """``solver day``: rehearse a Kaggle day at full length on one engine, recorded attempts through the Kaggle path
-(``solver.measure.day`` says how), one device call after another; ``benchmarks/day.py`` is this command.
+(``solver.measure.kaggle_day`` says how), one device call after another; ``benchmarks/day.py`` is this command.
 
     solver day --attempts-file X --problems 2 --attempts 4 --attempt-tokens 300 --json /tmp/day.json --resume
     solver day --gpu --model M --attempts-file X --problems 6 --until 520 --json .gpu/day/slice.json --resume
@@ -12,17 +12,21 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from solver.measure import DayOptions, DryRun
 
 # Light imports only at module level: the CLI imports every command to build its parser.
 
-RULES = ("kaggle", "stop", "none")  # what acts in the slice (solver.measure.day's docstring)
+RULES = ("kaggle", "stop", "none")  # what acts in the slice (solver.measure.kaggle_day's docstring)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser(
         "day", help="rehearse a Kaggle day: recorded attempts through the Kaggle predictor on one engine",
         description="A Kaggle day at full length on one engine: recorded attempts through the Kaggle path, "
-                    "problem after problem, one device call after another (solver/measure/day.py).")
+                    "problem after problem, one device call after another (solver/measure/kaggle_day.py).")
     add_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -30,8 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The day's flags (``benchmarks/day.py``'s, unchanged)."""
     parser.add_argument("--attempts-file", type=Path, default=None,
-                        help="recorded attempts (default ../shared/data/replay/gptoss120b_aimo3_dev.jsonl.xz; an "
-                             "extract from benchmarks/extract_attempts.py --measure-tools)")
+                        help="recorded attempts (default $SOLVER_ATTEMPTS, else "
+                             "../shared/data/replay/gptoss120b_aimo3_dev.jsonl.xz; an extract from "
+                             "benchmarks/extract_attempts.py --measure-tools)")
     parser.add_argument("--problems", type=int, default=6, help="the slice: the first N problems with at least "
                         "--attempts attempts (default 6)")
     parser.add_argument("--problem-ids", default="", help="the slice: these problems, comma-separated, in order")
@@ -73,11 +78,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="config override, e.g. --set engine.args.gpu_memory_utilization=0.95")
 
 
+def options(args: argparse.Namespace, dry: DryRun | None) -> DayOptions:
+    """The parsed flags as the day's typed options, checked once (``day_options``: a one-line ``BadInput``, exit 2,
+    before anything heavy starts); ``dry``: the ``--dry-run``'s ``DryRun``, which skips a file only the GPU machine
+    has."""
+    from solver.measure import day_options
+
+    return day_options(attempts_file=args.attempts_file, problems=args.problems, problem_ids=args.problem_ids,
+                       attempts=args.attempts, attempt_tokens=args.attempt_tokens, rules=args.rules,
+                       tool_time=args.tool_time, json=args.json, resume=args.resume, until=args.until,
+                       hard_stop=args.hard_stop, safety=args.safety, max_problems=args.max_problems,
+                       kill_engine_at=args.kill_engine_at, log_engine=args.log_engine, label=args.label,
+                       table=args.table, estimate=args.estimate, time_model=args.time_model, run_dir=args.run_dir,
+                       gpu=args.gpu, preset=args.preset, model=args.model, overrides=args.overrides, dry=dry)
 
 
 def run(args: argparse.Namespace) -> int:
-    from solver.measure import DryRun
-    from solver.measure import rehearse_day
+    from solver.measure import DryRun, rehearse_day
+    from solver.replay import attempts_path
 
-    args.dry = DryRun("solver day") if args.dry_run else None
-    return rehearse_day(args)
+    if args.attempts_file is None:  # the setting as this command runs (solver.replay.attempts_path)
+        args.attempts_file = attempts_path()
+    dry = DryRun("solver day") if args.dry_run else None
+    return rehearse_day(options(args, dry), dry)

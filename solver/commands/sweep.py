@@ -229,8 +229,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         with LiveProgress(len(problems)) as progress:
             if cluster is None:
-                df = run_sweep(spec, base, problems, args.out, generate_runs=not args.offline, on_event=progress,
-                               on_run=announce)
+                from solver.loop.run import solve_run
+
+                df = run_sweep(spec, base, problems, args.out, solve=None if args.offline else solve_run,
+                               on_event=progress, on_run=announce)
             else:
                 from solver.commands.cluster import sweep_on_cluster
 

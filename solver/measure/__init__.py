@@ -2,8 +2,10 @@
 (``solver.kaggle``) and the offline analysis (``solver.offline``). Only the commands and the benchmark scripts
 import it.
 
-Rooms: ``day`` (a Kaggle day rehearsed on recorded attempts: ``solver day``) and ``day_check`` (a day's file played
-again in the simulator); ``rehearsal`` (the submission behind a competition's gateway: ``solver kaggle-local``);
+Rooms: ``kaggle_day`` (a Kaggle day rehearsed on recorded attempts: ``solver day``; its flags typed and checked
+once in ``day_options``, its problems on the time model in ``day_model``, a device call in ``day_call``, its records
+in ``day_table``, its processes in ``day_processes``) and ``day_check`` (a day's file played again in the
+simulator); ``rehearsal`` (the submission behind a competition's gateway: ``solver kaggle-local``);
 ``workload`` (recorded attempts as replay plans, forced onto a real engine, their calls answered from the
 recording); ``traced`` (drawn plans the real engine
 follows) on ``wrapped`` (an engine around another); ``timeline`` (requests and engine metrics over time);
@@ -14,11 +16,12 @@ rounds); ``scaling`` (``layouts.py``: the layouts by name, each layout's run, th
 engine actors, servers, processes and GPUs).
 """
 
-from solver.measure.day import rehearse_day
 from solver.measure.day_check import add_answers as add_day_answers
 from solver.measure.day_check import check_day
+from solver.measure.day_options import DayOptions, day_options
 from solver.measure.dryrun import DryRun, engine_dry_run, ignored, inside
 from solver.measure.fleet import child_env, gpus_here, load_requests, on_actors, seed_env, served, with_package
+from solver.measure.kaggle_day import rehearse_day
 from solver.measure.probes import cache_tokens, decode, generate, random_ids, resent, turns
 from solver.measure.rehearsal import rehearse, report_markdown, run_gateway
 from solver.measure.saturation import PIPELINE_CONTENDERS, run_pipelines, run_raw
@@ -34,12 +37,12 @@ from solver.measure.workload import (DEFAULT_ATTEMPTS_FILE, STARTER_CELL, TOOL_T
                                      read_tool_seconds, recorded_code, replay_on_engine, tool_time_mode,
                                      tool_time_seconds, warm_up, with_tool_times)
 
-__all__ = ["DEFAULT_ATTEMPTS_FILE", "STARTER_CELL", "TOOL_TIME_MODES", "AttemptsOnEngine", "Caps", "DryRun",
-           "HarmonyEndings", "PlanError", "Profile", "RecordedCalls", "Replay", "RepetitionPlan", "RequestRecord",
-           "RequestTimeline", "Sampler", "ServerMetrics", "TimedEngine", "TracedEngine", "add_day_answers",
-           "cache_tokens", "carried_tool_times", "check_day", "choose", "code_floor", "decode", "engine_dry_run",
-           "fixed_tool_times", "generate", "ignored", "in_process_reader", "inside", "key_of", "make_plans",
-           "make_script", "measure_tool_times", "plan", "plan_summary",
+__all__ = ["DEFAULT_ATTEMPTS_FILE", "STARTER_CELL", "TOOL_TIME_MODES", "AttemptsOnEngine", "Caps", "DayOptions",
+           "DryRun", "HarmonyEndings", "PlanError", "Profile", "RecordedCalls", "Replay", "RepetitionPlan",
+           "RequestRecord", "RequestTimeline", "Sampler", "ServerMetrics", "TimedEngine", "TracedEngine",
+           "add_day_answers", "cache_tokens", "carried_tool_times", "check_day", "choose", "code_floor", "day_options",
+           "decode", "engine_dry_run", "fixed_tool_times", "generate", "ignored", "in_process_reader", "inside",
+           "key_of", "make_plans", "make_script", "measure_tool_times", "plan", "plan_summary",
            "preset_engine", "random_ids", "read_tool_seconds", "recorded_code", "rehearse", "rehearse_day",
            "replay_on_engine", "report_markdown", "resent", "run_gateway", "tool_time_mode", "tool_time_seconds",
            "turns", "warm_up", "with_tool_times",

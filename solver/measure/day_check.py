@@ -54,7 +54,7 @@ TOTAL_TARGET = 0.03  # the slice's total
 
 
 def repetition(row: dict[str, Any]) -> Any:
-    """One attempt of the plan (``day.py``'s ``plan_rows``) as a recorded repetition: a turn per request (its
+    """One attempt of the plan (``day_options.plan_rows``) as a recorded repetition: a turn per request (its
     prompt and decoded tokens, the carried tool seconds after a call), its answer where it ends with one (status
     ``done``), else none (``length``: a limit ended it).
 
@@ -430,10 +430,9 @@ def add_answers(path: Path, extract: Path) -> int:
     checked against the run's identity; the plan made again from it must equal the stored one but for the
     answers). The attempts given an answer."""
     import hashlib
-    from argparse import Namespace
 
     from solver.files import atomic_write
-    from solver.measure.day import checked, load_plan, plan_rows
+    from solver.measure.day_options import day_options, load_plan, plan_rows
 
     data = json.loads(path.read_text())
     ident = data["identity"]
@@ -442,14 +441,14 @@ def add_answers(path: Path, extract: Path) -> int:
         raise BadInput(f"{extract} is not the extract {path.name} was run from (sha256 {digest}, the run's "
                        f"{ident['attempts_sha256']})")
     # the flags of the run, as ``solver day --estimate`` would take them
-    args = checked(Namespace(
+    options = day_options(
         attempts_file=extract, problems=len(ident["problems"]), problem_ids=",".join(ident["problems"]),
         attempts=ident["attempts"], attempt_tokens=ident["attempt_tokens"], rules=ident["rules"],
         tool_time=ident["tool_time"], json=None, resume=False, until=None, hard_stop=None, safety=1.1,
         max_problems=None, kill_engine_at=None, log_engine=False, label=None, table=None, estimate=True,
-        dry=None, time_model=None, run_dir=None, gpu=ident["gpu"], preset=ident["preset"], model=None,
-        overrides=list(ident["overrides"])))
-    again = plan_rows(load_plan(args)[0])
+        time_model=None, run_dir=None, gpu=ident["gpu"], preset=ident["preset"], model=None,
+        overrides=list(ident["overrides"]), dry=None)
+    again = plan_rows(load_plan(options)[0])
     stored = data["plan"]
     if [{k: v for k, v in r.items() if k != "answer"} for r in again] != \
             [{k: v for k, v in r.items() if k != "answer"} for r in stored]:

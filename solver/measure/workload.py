@@ -15,7 +15,8 @@ the text says, as ``solver.measure.traced.TracedEngine`` does for drawn plans:
   at ``<|return|>``), a few header tokens longer than the recorded user message;
 - the call "runs" for the seconds our sandbox took to re-execute the recorded code (a stateful session per
   attempt, in order, cut at the sandbox timeout: ``measure_tool_times``) or a fixed time: the replay sandbox
-  (``RecordedCalls``) sleeps that long in the real sandbox and answers with the recorded output.
+  (``recorded_calls``: the replay room's ``RecordedCalls`` over the real sandbox) sleeps that long in the real
+  sandbox and answers with the recorded output.
 
 Caps keep a GPU run inside one call: generated tokens and requests per attempt, and the config's own limits
 (``sampling.max_tokens`` per request, ``sampling.max_total_tokens`` and ``max_turns`` per attempt,
@@ -44,12 +45,15 @@ from typing import Any, Literal
 from solver.config import Config, from_dict, load_config
 from solver.dialects import OutputStyle, TurnOutput, execution_from_shown
 from solver.errors import BadInput
-from solver.replay import Attempt
+from solver import replay
+from solver.replay import Attempt, attempts_path
 from solver.types import Execution, GenerationRequest, Problem
 from solver.measure.traced import TracedEngine, make_script
 
-# The dev extract of recorded gpt-oss-120b attempts, beside the checkout (the GPU machine's shared data).
-DEFAULT_ATTEMPTS_FILE = Path("../shared/data/replay/gptoss120b_aimo3_dev.jsonl.xz")
+# The recorded attempts a command reads by default: ``solver.replay``'s ``attempts_path()`` (``$SOLVER_ATTEMPTS``,
+# else the dev extract beside the checkout), read once as this module is imported, for the scripts that take it
+# as their ``--attempts-file`` default.
+DEFAULT_ATTEMPTS_FILE = attempts_path()
 # What the recording harness ran in every kernel before the first call (tonghuikang/aimo3 notebook.py).
 STARTER_CELL = "import random, numpy as np, sympy as sp\nrandom.seed(42)\nnp.random.seed(42)"
 CALL_CODE = "# replayed call {key}"
@@ -432,45 +436,25 @@ async def measure_tool_times(problems: list[list[Replay]], sandbox: Any, timeout
             for turn, value in zip((t for t, s in enumerate(r.steps) if s.call), times)}
 
 
-class RecordedCalls:
-    """The sandbox a replay's pipeline runs its calls in: each scripted call sleeps its planned seconds in the real
-    sandbox (a session per repetition when the loop asks for one), then answers with the recorded output, so the
-    dialogue appends the recorded tool message."""
+def recorded_calls(inner: Any, problems: list[list[Replay]], style: OutputStyle,
+                   timeout_s: float) -> replay.RecordedCalls:
+    """The sandbox a replay's pipeline runs its calls in (``solver.replay``'s ``RecordedCalls.in_sandbox``): each
+    scripted call (its code names its ``key_of``) sleeps its planned seconds in the real sandbox ``inner`` (a session
+    per repetition when the loop asks for one), cut just under ``timeout_s``, then answers with the recorded output,
+    so the dialogue appends the recorded tool message; any other call (a warm-up) runs in ``inner`` as it is."""
+    steps = {key_of(r.problem.id, r.index, t): s for replays in problems for r in replays
+             for t, s in enumerate(r.steps) if s.call}
 
-    def __init__(self, inner: Any, problems: list[list[Replay]], style: OutputStyle, timeout_s: float) -> None:
-        self.inner, self.style = inner, style
-        # a call that reached the timeout when measured sleeps just under it: its time, without the kill
-        self.limit_s = max(0.0, timeout_s - 0.1)
-        self.steps = {key_of(r.problem.id, r.index, t): s for replays in problems for r in replays
-                      for t, s in enumerate(r.steps) if s.call}
-
-    async def answer(self, code: str, run: Any) -> Execution:
+    def lookup(code: str) -> Execution | None:
         match = _KEY.match(code.strip())
-        step = self.steps.get(match.group(1)) if match else None
-        if step is None:  # not a replayed call (a warm-up): run it as it is
-            return await run(code)
-        done = await run(f"import time\ntime.sleep({min(step.tool_s, self.limit_s):.3f})")
-        return execution_from_shown(code, step.shown, self.style, done.duration_s)
+        step = steps.get(match.group(1)) if match else None
+        return None if step is None else execution_from_shown(code, step.shown, style, step.tool_s)
 
-    async def run(self, code: str, *, timeout_s: float | None = None) -> Execution:
-        return await self.answer(code, lambda c: self.inner.run(c, timeout_s=timeout_s))
-
-    async def session(self) -> Any:
-        return _RecordedCallSession(self, await self.inner.session())
-
-    async def close(self) -> None:
-        await self.inner.close()
+    return replay.RecordedCalls.in_sandbox(inner, lookup, timeout_s)
 
 
-class _RecordedCallSession:
-    def __init__(self, outputs: RecordedCalls, inner: Any) -> None:
-        self.outputs, self.inner = outputs, inner
-
-    async def run(self, code: str, *, timeout_s: float | None = None) -> Execution:
-        return await self.outputs.answer(code, lambda c: self.inner.run(c, timeout_s=timeout_s))
-
-    async def close(self) -> None:
-        await self.inner.close()
+# The name the day and the benchmarks make it by (``RecordedCalls(sandbox, problems, style, timeout_s)``).
+RecordedCalls = recorded_calls
 
 
 class AttemptsOnEngine(TracedEngine):

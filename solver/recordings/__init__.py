@@ -7,13 +7,12 @@ by turn through the loop's own repetition code.
 
 The traces themselves (``Attempt``, ``read_attempts``) are the replay room's (``solver.replay``); recorded attempts
 as a workload on a real engine are the measurement wing's (``solver.measure``).
-Outsiders import from here; the modules behind it are this package's own.
+Outsiders import from here, what they use; the modules behind it are this package's own.
 """
 
 from solver.recordings.importer import (Sample, SampleFields, SampleImportError, group_samples, holds_traces,
                                         import_samples, parse_line)
-from solver.recordings.tool_times import measure_calls, measure_repetitions
-from solver.recordings.trace_import import turn_seconds
+from solver.recordings.tool_times import measure_calls
 
 __all__ = ["Sample", "SampleFields", "SampleImportError", "group_samples", "holds_traces", "import_samples",
-           "measure_calls", "measure_repetitions", "parse_line", "turn_seconds"]
+           "measure_calls", "parse_line"]

@@ -4,10 +4,10 @@ as the repetition loop would have logged it.
 Each attempt is run through the loop itself (``run_repetition``) with the configured harmony dialect: a
 ``TraceEngine`` serves the attempt's requests one by one (its generated ids, streamed in pieces) and checks that the
 dialogue's prompt is, token for token, what the recording harness sent (``Attempt.prompt_of``); the tool outputs
-come back from the recording (``RecordedOutputs`` over ``execution_from_shown``). So every turn carries what a live
-run logs: the generated ids, the text and ending as the dialect reads them, the call's code, the tool output as an
-``Execution``, ``appended``, the context size, the finish, and the answers; the status is ``done`` for an attempt
-that ended at its answer and ``length`` for one the recording stopped mid-way (its context spent).
+come back from the recording (``solver.replay``'s ``RecordedCalls`` over ``execution_from_shown``). So every turn
+carries what a live run logs: the generated ids, the text and ending as the dialect reads them, the call's code, the
+tool output as an ``Execution``, ``appended``, the context size, the finish, and the answers; the status is ``done``
+for an attempt that ended at its answer and ``length`` for one the recording stopped mid-way (its context spent).
 
 The import sees every recorded token: the first-answer cut is off (the harness already cut each attempt at its
 first answer), and the turn and token limits are the recording's. A prompt that differs from the recording (a
@@ -31,9 +31,8 @@ from solver.config import Config
 from solver.core.answers import voting_answers
 from solver.dialects import make_dialect
 from solver.dialects import OutputStyle, execution_from_shown
-from solver.replay import Key, RecordedOutputs, mark_served, recorded_deltas
 from solver.loop.repetition import run_repetition
-from solver.replay import Attempt
+from solver.replay import Attempt, Key, RecordedCalls, mark_served, recorded_deltas
 from solver.types import Delta, Execution, GenerationRequest, Problem, Repetition, Tokenizer, Turn
 
 # Limits lifted for an import: the recording's own requests and tokens decide where an attempt ends.
@@ -105,14 +104,15 @@ class TraceEngine:
         return None
 
 
-def recorded_outputs(attempt: Attempt, style: OutputStyle) -> RecordedOutputs:
-    """The attempt's tool messages read back as executions (``execution_from_shown``) of the code that called."""
+def recorded_outputs(attempt: Attempt, style: OutputStyle) -> RecordedCalls:
+    """The attempt's tool messages read back as executions (``execution_from_shown``) of the code that called, by
+    the request this task was served last (``TraceEngine`` marks it), at once."""
 
     def lookup(key: Key, code: str) -> Execution | None:
         shown = attempt.requests[key[2]].tool_output
         return None if shown is None else execution_from_shown(code, shown, style)
 
-    return RecordedOutputs(lookup)
+    return RecordedCalls.of_turns(lookup)
 
 
 def import_config(config: Config, attempt: Attempt) -> Config:

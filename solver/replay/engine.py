@@ -1,7 +1,7 @@
 """Replay engine: serves recorded completions from earlier runs, so everything after generation (code execution,
 voting, stopping, budgets) can be rerun and tuned without a GPU. Its mode on a real engine, where the engine
 decodes each recorded request's number of tokens (recorded gpt-oss attempts, for measuring the engine), is
-``solver.recordings.replay_on_engine``.
+``solver.measure``'s ``replay_on_engine``.
 
 A request is answered from the recording keyed by ``(problem_id, repetition, turn)``. Repetition ``i`` of a
 problem is the ``i``-th finished (non-cancelled) repetition of that problem over the run directories in the
@@ -24,23 +24,24 @@ leaving wakes the others to take the new speed. The recorded outputs (``engine.r
 calls' recorded seconds, at the same scale. A request past the engine's context (``engine.args.max_model_len``)
 stops there with finish ``length``; a prompt that already fills it fails.
 
-Recorded outputs (``engine.replay_outputs``): instead of running the code, ``RecordedOutputs`` (a ``Sandbox``)
-answers each call with the execution recorded for the turn that asked for it. Which turn that is, the engine says:
-serving a request marks its ``(problem_id, repetition, turn)`` in the serving task's context (``served()``), and
-the repetition runs its code in that same task right after the turn.
+Recorded outputs (``engine.replay_outputs``): instead of running the code, the replay room's one sandbox for
+recorded calls (``solver.replay.calls.RecordedCalls.of_turns``) answers each call with the execution recorded for
+the turn that asked for it. Which turn that is, the engine says: serving a request marks its ``(problem_id,
+repetition, turn)`` in the serving task's context (``mark_served``), and the repetition runs its code in that same
+task right after the turn.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from solver.config import Config, ConfigError
+from solver.replay.calls import Key, RecordedCalls, mark_served
 from solver.runlog import LogError, read_log
 from solver.timing.steps import StepCounter
 from solver.timing.model import EngineTimeModel, load_time_model
@@ -49,18 +50,6 @@ from solver.types import (Delta, Engine, Execution, FinishReason, GenerationRequ
 
 Sleep = Callable[[float], Awaitable[None]]
 TOKENS_PER_PIECE = 16  # recorded text is streamed in pieces of about this many tokens, so cancellation bites
-Key = tuple[str, int, int]  # (problem_id, repetition, turn)
-_SERVED: contextvars.ContextVar[Key | None] = contextvars.ContextVar("replay_served", default=None)
-
-
-def served() -> Key | None:
-    """The recorded request this task was served last: ``(problem_id, repetition, turn)``, or None."""
-    return _SERVED.get()
-
-
-def mark_served(key: Key) -> None:
-    """Called by an engine serving recordings as it serves ``key`` (in the consuming task, see ``served``)."""
-    _SERVED.set(key)
 
 
 def pooled_repetitions(run_dirs: Sequence[str | Path]) -> dict[str, list[Repetition]]:
@@ -329,31 +318,6 @@ class ReplayEngine:
         self._recorded = {}
 
 
-class RecordedOutputs:
-    """A ``Sandbox`` that runs nothing: each call gets the execution ``lookup(key, code)`` gives for the recorded
-    turn ``key`` this task was served last (``served()``), or an error execution saying there is none, after its
-    recorded seconds times ``time_scale`` (0: at once). Its sessions are itself (a recording has no state)."""
-
-    def __init__(self, lookup: Callable[[Key, str], Execution | None], time_scale: float = 0.0) -> None:
-        self.lookup = lookup
-        self.time_scale = time_scale
-
-    async def run(self, code: str, *, timeout_s: float | None = None) -> Execution:
-        key = served()
-        found = self.lookup(key, code) if key is not None else None
-        if found is None:
-            return Execution(code, "error", "", f"no recorded output for this call (turn {key})", 0.0)
-        if self.time_scale > 0 and found.duration_s > 0:
-            await asyncio.sleep(found.duration_s * self.time_scale)
-        return found
-
-    async def session(self) -> RecordedOutputs:
-        return self
-
-    async def close(self) -> None:
-        return None
-
-
 def timing_from_config(config: Config) -> TimingModel | EngineTime:
     """The recorded durations (or a rate), or with ``engine.replay_timing: model`` the engine time model."""
     e = config.engine
@@ -382,6 +346,6 @@ async def recorded_parts(config: Config) -> AsyncIterator[tuple[Engine, Sandbox]
     engine = await open_replay_engine(config)
     scale = config.engine.replay_time_scale if isinstance(engine.timing, EngineTime) else 0.0
     try:
-        yield engine, RecordedOutputs(engine.recorded_execution, scale)
+        yield engine, RecordedCalls.of_turns(engine.recorded_execution, scale)
     finally:
         await engine.close()

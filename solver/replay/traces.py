@@ -17,6 +17,10 @@ dialect's reading (``solver.dialects.harmony``), as for a live repetition.
 Files are JSON lines, plain or compressed (``.gz``, ``.xz``, ``.bz2``), one attempt a line with ``problem_id``,
 ``problem``, ``answer`` (the reference), ``prompt_ids``, ``completion_ids``, and optionally ``trace_answer`` (the
 harness's own extraction), ``correct``, ``model`` and ``source``. A fault is a ``TraceError`` naming the file and line.
+
+The recorded attempts a command reads by default (``attempts_path``): ``$SOLVER_ATTEMPTS``, else the dev extract of
+recorded gpt-oss-120b attempts beside the checkout (``ATTEMPTS_FILE``, read from the checkout's root: the GPU
+machine's shared data, never copied into the repository).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import gzip
 import io
 import json
 import lzma
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +47,25 @@ START, END, MESSAGE, RETURN, CALL = 200006, 200007, 200008, 200002, 200012
 STOPS = (CALL, RETURN)
 
 _OPENERS = {".gz": gzip.open, ".xz": lzma.open, ".bz2": bz2.open}
+ATTEMPTS_FILE = Path("../shared/data/replay/gptoss120b_aimo3_dev.jsonl.xz")  # relative to the checkout's root
+
+
+def attempts_path() -> Path:
+    """The recorded attempts a command reads when it is given none: ``$SOLVER_ATTEMPTS`` when set (and not empty),
+    else ``ATTEMPTS_FILE``. Nothing is read or checked here (the command says what is missing).
+
+    >>> import os
+    >>> before = os.environ.pop("SOLVER_ATTEMPTS", None)
+    >>> attempts_path()
+    PosixPath('../shared/data/replay/gptoss120b_aimo3_dev.jsonl.xz')
+    >>> os.environ["SOLVER_ATTEMPTS"] = "~/data/slice.jsonl.xz"
+    >>> attempts_path() == Path.home() / "data" / "slice.jsonl.xz"
+    True
+    >>> del os.environ["SOLVER_ATTEMPTS"]
+    >>> if before is not None: os.environ["SOLVER_ATTEMPTS"] = before
+    """
+    value = os.environ.get("SOLVER_ATTEMPTS")
+    return Path(value).expanduser() if value else ATTEMPTS_FILE
 
 
 class TraceError(BadInput, ValueError):

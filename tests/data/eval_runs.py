@@ -142,7 +142,7 @@ def main() -> int:
                            "stopper": ["none", "agree:3"], "draws": 50})
     from solver.datasets import load_problems
 
-    run_sweep(spec, load_config("tiny"), load_problems("demo", limit=6), SWEEP_DIR, generate_runs=False)
+    run_sweep(spec, load_config("tiny"), load_problems("demo", limit=6), SWEEP_DIR, solve=None)
     for plot in PLOTS:  # the notebooks draw them again; the repository keeps only the data
         (SWEEP_DIR / plot).unlink()
     print(f"wrote {SWEEP_DIR}")

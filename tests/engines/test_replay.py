@@ -14,14 +14,13 @@ import pytest
 
 from solver.cli import main
 from solver.config import Config, ConfigError
+from solver.replay.calls import RecordedCalls, served
 from solver.replay.engine import (
-    RecordedOutputs,
     ReplayEngine,
     TimingModel,
     open_replay_engine,
     pooled_repetitions,
     problems_from_log,
-    served,
 )
 from solver.recordings import SampleFields, SampleImportError, import_samples
 from solver.runlog import LogError, RunLog, read_log
@@ -248,12 +247,12 @@ def test_a_turn_recorded_with_token_ids_streams_its_ids_in_pieces():
     assert short[-1].finish_reason == "length" and short[-1].stop_token is None
 
 
-def test_recorded_outputs_answer_each_call_with_the_turn_the_task_was_served():
+def test_recorded_calls_answer_each_call_with_the_turn_the_task_was_served():
     done = Execution("print(1)", "ok", "1\n", "", 0.5)
     rep = Repetition("p", 0, 0, "done", (token_turn((5, 200012), execution=done), token_turn((6, 200002))), (),
                      0.0, 0.0)
     engine = ReplayEngine({"p": [rep]}, TimingModel(time_scale=0))
-    sandbox = RecordedOutputs(engine.recorded_execution)
+    sandbox = RecordedCalls.of_turns(engine.recorded_execution)
 
     async def repetition() -> tuple[Execution, Execution]:
         before = await sandbox.run("print(1)")  # nothing served in this task yet
@@ -265,6 +264,38 @@ def test_recorded_outputs_answer_each_call_with_the_turn_the_task_was_served():
     assert before.status == "error" and "no recorded output" in before.stderr
     assert after == done
     assert served() is None  # the mark stays in the task that was served
+
+
+def test_recorded_calls_in_a_real_sandbox_sleep_there_and_keep_a_session_per_repetition():
+    """The measurement wing's use (``solver.measure.RecordedCalls`` over the plans): a recorded call sleeps its
+    seconds in the real sandbox, cut under the timeout, and answers as recorded; any other call runs there as it is,
+    each session its own stateful one."""
+    from solver.sandbox.pool import create_sandbox
+
+    recorded = Execution("# replayed call p/0/0", "ok", "42\n", "", 9.0)
+    config = replace(Config().sandbox, workers=2, code_mode="stateful")
+
+    async def scenario() -> list[Execution]:
+        sandbox = create_sandbox(config)
+        await sandbox.start()
+        calls = RecordedCalls.in_sandbox(sandbox, lambda code: recorded if code == recorded.code else None,
+                                         timeout_s=0.5)
+        try:
+            first, second = await calls.session(), await calls.session()
+            try:
+                return [await first.run(recorded.code), await first.run("x = 6 * 7\nprint(x)"),
+                        await first.run("print(x)"), await second.run("print(x)")]
+            finally:
+                await first.close()
+                await second.close()
+        finally:
+            await calls.close()
+
+    answered, warm_up, same, other = asyncio.run(scenario())
+    assert (answered.status, answered.stdout, answered.code) == ("ok", "42\n", recorded.code)
+    assert 0.4 <= answered.duration_s < 9.0  # slept in the sandbox, cut just under its 0.5 s timeout
+    assert (warm_up.stdout, same.stdout) == ("42\n", "42\n")  # not recorded: run as it is, state kept
+    assert other.status == "error" and "NameError" in other.stderr  # another repetition's session
 
 
 def test_recorded_outputs_need_the_replay_engine():

@@ -16,7 +16,8 @@ import pytest
 
 from solver.config import AnswerConfig, StopConfig, VoteConfig
 from solver.core.state import Rules
-from solver.offline.sim import drawn_pass, drawn_vote, simulate
+from solver.offline.sim import simulate
+from solver.offline.sim.estimators import drawn_pass, drawn_vote
 from solver.core.grading import pass_at_k
 from solver.types import Ballot
 

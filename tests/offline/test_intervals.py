@@ -10,8 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from solver.offline.sim import Difference, coverage_check, difference, family_z, jackknife, pair_variance, simulate
-from solver.offline.sim.coverage import COMBOS, NOMINAL, PATHS, Design, case_rows, cells, checked, pooled
+from solver.offline.sim import Difference, simulate
+from solver.offline.sim.coverage import (COMBOS, NOMINAL, PATHS, Design, case_rows, cells, checked, coverage_check,
+                                         pooled)
+from solver.offline.sim.separation import difference, family_z, jackknife, pair_variance
 
 from offline.test_simulate import request, synthetic
 

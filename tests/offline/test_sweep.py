@@ -158,9 +158,9 @@ def test_reuse_takes_a_run_with_enough_repetitions_and_refuses_other_settings(tm
     with pytest.raises(SweepError, match="holds a run with another config"):
         reusable_config(hotter)
     with pytest.raises(SweepError, match="no run at"):
-        run_sweep(SweepSpec("demo", reps=(4,), workers=(3,)), tiny, [], tmp_path, generate_runs=False)
+        run_sweep(SweepSpec("demo", reps=(4,), workers=(3,)), tiny, [], tmp_path, solve=None)
     with pytest.raises(SweepError, match="unknown voter 'nosuch'"):
-        run_sweep(SweepSpec("demo", reps=(4,), workers=(1,), voters=("nosuch",)), tiny, [], tmp_path)
+        run_sweep(SweepSpec("demo", reps=(4,), workers=(1,), voters=("nosuch",)), tiny, [], tmp_path, solve=None)
 
 
 def test_sweep_command_offline_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,7 +18,7 @@ from solver.core.voting import text_answer
 from solver.dialects.harmony import load_encoding
 from solver.dialects.output import OutputStyle, describe_execution
 from solver.recordings import import_samples
-from solver.recordings import turn_seconds
+from solver.recordings.trace_import import turn_seconds
 from solver.replay import read_attempts
 from solver.runlog import read_log
 from solver.types import Turn

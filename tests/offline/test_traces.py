@@ -11,7 +11,8 @@ import statistics
 import pytest
 
 from solver.dialects.harmony import load_encoding
-from solver.replay import CALL, END, MESSAGE, RETURN, START, TraceError, read_attempts
+from solver.replay import TraceError, read_attempts
+from solver.replay.traces import CALL, END, MESSAGE, RETURN, START
 
 
 def test_harmony_special_ids_are_the_encodings_own():

@@ -9,13 +9,15 @@ state extends its limit when a round ends inconclusive) gets a timeline of its o
 
 :func:`simulated_day` plays a whole day of problems, one after another, each under the deadline the budget gives it
 (``solver.core.budget.problem_slot``, as the solve loop's runner and the Kaggle predictor take theirs): what the
-trials play many times over and the replay check once.
+trials play many times over; :func:`simulated_run` plays one day of prepared problems on given draws under an
+engine's time model (the prediction the replay check, ``solver.replay``'s ``check_replay``, and the day's check
+hold a run against).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from solver.config import Config
@@ -24,7 +26,9 @@ from solver.core.clock import SimulatedClock, remaining
 from solver.core.state import ProblemState, Rules, StopTable
 from solver.core.stopping import make_stopper  # noqa: F401 - doctests
 from solver.core.voting import make_voter  # noqa: F401 - doctests
-from solver.timing.timeline import Timeline, fixed_timeline
+from solver.offline.sim.pools import Prepared
+from solver.timing.model import EngineTimeModel
+from solver.timing.timeline import Timeline, engine_timeline, fixed_timeline
 from solver.types import Ballot, Stopper, Voter
 
 Rounds = Callable[[int, float], Timeline]
@@ -174,3 +178,22 @@ def simulated_day(config: Config, problems: Iterable[ProblemDraw], *, rules: Rul
             clock.advance(played.seconds)
         out.append(PlayedSlot(slot.allotted_s, played))
     return SimulatedDay(tuple(out), clock.now())
+
+
+def simulated_run(prepared: Sequence[Prepared], config: Config, model: EngineTimeModel,
+                  draws: Mapping[str, Sequence[int]]) -> SimulatedDay:
+    """The simulator's prediction: the day (``simulated_day``) of ``prepared``'s problems in order, each on its
+    draw, timed by ``model`` (its start counted, as the trials count it)."""
+    workers, reps = config.solve.workers, config.solve.reps
+
+    def problem(prep: Prepared) -> ProblemDraw:
+        idx = list(draws[prep.problem.id])
+
+        def rounds(first: int, start: float) -> Timeline:
+            chosen = idx[first:] if first else idx[:reps]
+            return engine_timeline([prep.plans[i] for i in chosen], workers, model, start)
+
+        ballots = prep.ballots[config.vote.voter]
+        return ProblemDraw([ballots[i] for i in idx], rounds)
+
+    return simulated_day(config, map(problem, prepared), start_s=model.start_s)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from solver.config import Config
 from solver.offline.sweep.analysis import analyse
 from solver.offline.sweep.output import PLOTS, write_outputs
-from solver.offline.sweep.runs import PlannedRun, check_spec, generate, plan_runs, reusable_config
+from solver.offline.sweep.runs import PlannedRun, SolveRun, check_spec, generate, plan_runs, reusable_config
 from solver.offline.sweep.spec import SweepError, SweepSpec, spec_from_dict
 from solver.types import Problem
 
@@ -42,18 +42,18 @@ if TYPE_CHECKING:
 __all__ = ["PLOTS", "run_sweep", "spec_from_dict"]  # what callers of the whole sweep need in one place
 
 
-def run_sweep(spec: SweepSpec, base: Config, problems: Sequence[Problem], out: Path, *, generate_runs: bool = True,
+def run_sweep(spec: SweepSpec, base: Config, problems: Sequence[Problem], out: Path, *, solve: SolveRun | None,
               on_event: Callable[[Any], None] | None = None,
               on_run: Callable[[PlannedRun], None] | None = None) -> pd.DataFrame:
-    """Generate (or reuse) the runs, analyse them and write the outputs. ``generate_runs=False`` analyses the
-    runs already in ``out`` and fails if one is missing."""
+    """Generate (or reuse) the runs with ``solve`` (the loop's ``solve_run``), analyse them and write the outputs.
+    ``solve=None`` analyses the runs already in ``out`` and fails if one is missing."""
     import asyncio
 
     check_spec(spec, base)
     runs = plan_runs(spec, base, out)
     missing = [str(r.run_dir) for r in runs if reusable_config(r) is None]  # a mismatched dir fails here, early
-    if generate_runs:
-        asyncio.run(generate(runs, problems, on_event=on_event, on_run=on_run))
+    if solve is not None:
+        asyncio.run(generate(runs, problems, solve, on_event=on_event, on_run=on_run))
     elif missing:
         raise SweepError(f"no run at {missing[0]} (run the sweep without --offline first)")
     df = analyse(runs, spec, [p.id for p in problems], jobs=spec.jobs)

@@ -4,7 +4,7 @@ generated (the edge that calls the engine)."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,18 +91,21 @@ def reusable_config(run: PlannedRun) -> Config | None:
     return saved
 
 
-async def generate(runs: Sequence[PlannedRun], problems: Sequence[Problem],
+# The live loop's one run (``solver.loop.run.solve_run``), handed in by the caller: the sweep plans and analyses,
+# the loop generates, and this package never imports it.
+SolveRun = Callable[..., Awaitable[Any]]
+
+
+async def generate(runs: Sequence[PlannedRun], problems: Sequence[Problem], solve: SolveRun,
                    on_event: Callable[[Any], None] | None = None,
                    on_run: Callable[[PlannedRun], None] | None = None) -> None:
-    """Run every planned run in turn, in one event loop, or resume it from its directory (problems it already
-    decided are skipped). Each run starts and closes its own engine."""
-    from solver.loop.run import solve_run
-
+    """Run every planned run in turn with ``solve`` (the loop's ``solve_run``), in one event loop, or resume it
+    from its directory (problems it already decided are skipped). Each run starts and closes its own engine."""
     for run in runs:
         saved = reusable_config(run)
         if on_run is not None:
             on_run(run)
-        await solve_run(saved or run.config, problems, run.run_dir, resume=saved is not None, on_event=on_event)
+        await solve(saved or run.config, problems, run.run_dir, resume=saved is not None, on_event=on_event)
 
 
 def run_dirs(out: str | Path) -> list[Path]:

@@ -4,7 +4,9 @@ streamed id) on the replay engine timed by an engine time model (``engine.replay
 so a five-minute problem takes seconds) with the recorded outputs after their recorded or re-measured seconds,
 against the simulator's prediction of that same run (the same draws, rules, budget and model). Per problem: the
 seconds it took (the run's, scaled back) against the predicted, and whether it stopped alike (the reason, the
-answer, repetitions finished and launched).
+answer, repetitions finished and launched). The prediction is the leaderboard simulator's
+(``solver.offline.sim.simulated_run``); the run is the live loop's, so the check lives beside the replay engine, not
+in the offline analysis.
 
 The replayed run's budget is the config's scaled by the same factor (the budget's formula is linear in time, so
 every allotment scales with it); the engine's start is not part of a replay, so neither side counts it.
@@ -17,13 +19,16 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from solver.config import BudgetConfig, Config
-from solver.offline.sim.play import Played, ProblemDraw, SimulatedDay, simulated_day
-from solver.offline.sim.pools import Prepared, ProblemPool, prepare
+from solver.replay.calls import RecordedCalls
+from solver.replay.engine import EngineTime, ReplayEngine
 from solver.timing.model import EngineTimeModel
-from solver.timing.timeline import Timeline, engine_timeline
 from solver.types import ProblemResult
+
+if TYPE_CHECKING:  # the simulator is loaded by the check alone, not by every user of the replay room
+    from solver.offline.sim import Played, ProblemPool
 
 
 @dataclass(frozen=True)
@@ -75,25 +80,6 @@ class ReplayCheck:
         return lines
 
 
-def simulated_run(prepared: Sequence[Prepared], config: Config, model: EngineTimeModel,
-                  draws: Mapping[str, Sequence[int]]) -> SimulatedDay:
-    """The simulator's prediction: the day (``simulated_day``) of ``prepared``'s problems in order, each on its
-    draw, timed by ``model`` (its start counted, as the trials count it)."""
-    workers, reps = config.solve.workers, config.solve.reps
-
-    def problem(prep: Prepared) -> ProblemDraw:
-        idx = list(draws[prep.problem.id])
-
-        def rounds(first: int, start: float) -> Timeline:
-            chosen = idx[first:] if first else idx[:reps]
-            return engine_timeline([prep.plans[i] for i in chosen], workers, model, start)
-
-        ballots = prep.ballots[config.vote.voter]
-        return ProblemDraw([ballots[i] for i in idx], rounds)
-
-    return simulated_day(config, map(problem, prepared), start_s=model.start_s)
-
-
 def scaled_budget(budget: BudgetConfig, scale: float) -> BudgetConfig:
     """Every time of the budget times ``scale``.
 
@@ -110,7 +96,6 @@ def scaled_budget(budget: BudgetConfig, scale: float) -> BudgetConfig:
 def replayed_run(pools: Sequence[ProblemPool], config: Config, model: EngineTimeModel,
                  draws: Mapping[str, Sequence[int]], time_scale: float, run_dir: Path) -> list[ProblemResult]:
     """The pipeline's run of the same draws (module docstring), written to ``run_dir``."""
-    from solver.replay import EngineTime, RecordedOutputs, ReplayEngine
     from solver.loop.run import solve_run
 
     recorded = {p.problem.id: [p.repetitions[i] for i in draws[p.problem.id]] for p in pools}
@@ -119,7 +104,7 @@ def replayed_run(pools: Sequence[ProblemPool], config: Config, model: EngineTime
 
     async def main() -> list[ProblemResult]:
         engine = ReplayEngine(recorded, EngineTime(model, time_scale), max_model_len=int(length) if length else None)
-        sandbox = RecordedOutputs(engine.recorded_execution, time_scale)
+        sandbox = RecordedCalls.of_turns(engine.recorded_execution, time_scale)
         return await solve_run(run_config, [p.problem for p in pools], run_dir, engine=engine, sandbox=sandbox)
 
     return asyncio.run(main())
@@ -130,6 +115,8 @@ def check_replay(pools: Sequence[ProblemPool], config: Config, model: EngineTime
                  run_dir: Path | None = None) -> ReplayCheck:
     """Replay ``draws`` (per problem, recorded repetitions in launch order, at least ``solve.reps`` plus
     ``solve.retry_reps`` of them) through the pipeline and the simulator and compare them, problem by problem."""
+    from solver.offline.sim import prepare, simulated_run
+
     model = replace(model, start_s=0.0)
     prepared = prepare(pools, [config.vote.voter], config, None)
     predicted = simulated_run(prepared, config, model, draws)
