@@ -1,5 +1,5 @@
 """The simulator held to a day slice: ``solver day``'s JSON played through the simulator's own day
-(``solver/measure/day_check.py`` says how, and what the targets are).
+(``solver/measure/day_held_out.py`` says how, and what the targets are).
 
     python benchmarks/day_check.py benchmarks/results/h100_day-slice.json [--time-model NAME] [--json OUT]
     python benchmarks/day_check.py FILE --add-answers EXTRACT    # once, for a file day.py wrote without answers

@@ -14,7 +14,7 @@ Ray: ``--cluster local:N``'s path), one engine over N GPUs (tensor parallel), vL
            re-queued on the other actor, nothing lost, the run finished.
   seed     per tensor-parallel size (``--tp 1,2``, each in its own process): the engine's start, its KV cache
            tokens, and decode tokens/s at 1, 8 and 64 sequences (prompts sent once, then re-sent decoding:
-           ``solver.measure.probes``' ``resent``).
+           ``solver.measure.vllm_probes``' ``resent``).
   load     the load test (load.py's statistics): ``solver serve``'s servers, one per GPU, against the same number of
            engine actors (the in-process replicas), the same requests each (random-id prompts, exact lengths).
   table    the scaling rows of several result files (calls) in one table, ratios to the one-GPU row.

@@ -7,7 +7,7 @@ One problem at a time, K attempts at once (``engine.py --workload real``):
        each prompt the grown context (what the engine generated, the scripted ending, the appended ids the plan
        holds), the tool's seconds waited between turns;
   (b1) the pipeline as on Kaggle: ``ProblemSolver`` with the harmony dialect and the preset's settings (stateful
-       sandbox sessions, the recorded tool messages through ``solver.recordings.RecordedCalls``), the in-process engine;
+       sandbox sessions, the recorded tool messages through ``solver.measure.recorded_calls``), the in-process engine;
   (s)  the same pipeline through ``--engine openai`` against a vLLM OpenAI server started as ``solver serve`` does
        (token-id prompts, streaming, a request per turn).
 
@@ -16,7 +16,7 @@ drawn among plain words), so the work is identical; (t), (b1) and (s) also send 
 contender: tokens/s, seconds per problem, the prefix-cache hit rate (the engine's counters, and per request),
 preemptions, the KV cache peak and requests running (``Sampler``); then the ratios (b1)/(t) (the solver's cost on
 top of the engine's turns), (b1)/(s) (in-process vs server) and (t)/(a) (the engine's own cost of turns). ``--json``
-writes each contender's per-request timeline and metrics series (``solver.measure.timeline``). The options, the
+writes each contender's per-request timeline and metrics series (``solver.measure.request_timeline``). The options, the
 plan and the run are ``solver.measure.shape``'s (``real_shape``), the contenders ``solver.measure.contenders``'.
 
     python benchmarks/engine.py --workload real --attempts 2 --attempt-tokens 300     # CPU, tiny harmony model

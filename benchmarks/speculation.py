@@ -11,7 +11,7 @@ would give, its ceiling at that L.
 
 One engine per setting, each in its own process (the speculative config is the engine's), one after the other:
 ``none``, then each L. In each, per context: S sequences of distinct prompts decode D tokens each, the prefill
-timed apart (``solver.measure.probes.decode``: tokens/s over the window in which all S decode). Printed: tokens/s
+timed apart (``solver.measure.vllm_probes.decode``: tokens/s over the window in which all S decode). Printed: tokens/s
 per setting, context and S, and each L's ratio to ``none``. The requests carry no ``min_p`` (vLLM refuses it with
 speculation), so the engine config's ``sampling.extra.min_p`` is set to 0 for every setting, ``none`` included.
 

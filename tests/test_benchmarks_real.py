@@ -72,7 +72,7 @@ def test_caps_cut_an_attempt_at_the_request_where_they_bite(real_attempts, gptos
 
 
 def test_replayed_calls_sleep_in_the_sandbox_and_answer_with_the_recorded_output(real_attempts, gptoss_config):
-    from solver.measure import (Caps, HarmonyEndings, RecordedCalls, fixed_tool_times, measure_tool_times, plan,
+    from solver.measure import (Caps, HarmonyEndings, recorded_calls, fixed_tool_times, measure_tool_times, plan,
                                 with_tool_times)
 
     from solver.dialects.output import OutputStyle, describe_execution
@@ -89,7 +89,7 @@ def test_replayed_calls_sleep_in_the_sandbox_and_answer_with_the_recorded_output
         await sandbox.start()
         try:
             measured = await measure_tool_times(problems, sandbox, timeout_s=6.0)
-            outputs = RecordedCalls(sandbox, problems, style, timeout_s=6.0)
+            outputs = recorded_calls(sandbox, problems, style, timeout_s=6.0)
             session = await outputs.session()
             try:
                 shown = []

@@ -131,7 +131,7 @@ def test_every_question_of_the_corpus_has_five_options():
 def test_recorded_programs_print_the_recorded_answers_in_the_sandbox(tmp_path: Path):
     # The first 6 questions' 180 programs, replayed with stopping off: each prints the option the corpus
     # recorded for it (the whole corpus agrees too: 1,170 of 1,170 answers, 1,470 of 1,470 without one).
-    from solver.replay.engine import problems_from_log
+    from solver.replay.replay_engine import problems_from_log
     from solver.loop.run import solve_run
 
     recorded = write_corpus_run(tmp_path / "recorded", replay_config(None, 1), problems=6)

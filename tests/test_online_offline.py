@@ -41,7 +41,7 @@ from solver.core.stopping import STOPPERS, make_stopper
 from solver.core.voting import VOTERS, make_voter
 from solver.core.state import Rules
 from solver.replay.calls import RecordedCalls
-from solver.replay.engine import EngineTime, ReplayEngine, TimingModel
+from solver.replay.replay_engine import EngineTime, ReplayEngine, TimingModel
 from solver.loop.problem import ProblemSolver
 from solver.offline.sim import play, play_on
 from solver.offline.sim import ProblemPool, prepare

@@ -11,7 +11,7 @@ from solver.types import Engine
 ENGINE_FACTORIES: dict[str, str] = {
     "vllm": "solver.engines.vllm_async:open_vllm_engine",
     "openai": "solver.engines.openai.engine:open_openai_engine",
-    "replay": "solver.replay.engine:open_replay_engine",
+    "replay": "solver.replay.replay_engine:open_replay_engine",
 }
 
 
@@ -19,7 +19,7 @@ def factory_path(name: str) -> str:
     """The "module:function" of the engine called ``name``; ConfigError for an unknown name (nothing imported).
 
     >>> factory_path("replay")
-    'solver.replay.engine:open_replay_engine'
+    'solver.replay.replay_engine:open_replay_engine'
     """
     target = ENGINE_FACTORIES.get(name)
     if target is None:

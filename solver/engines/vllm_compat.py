@@ -60,9 +60,9 @@ ENTRY_POINTS: tuple[str, ...] = (
     "vllm.v1.engine.output_processor:OutputProcessor.get_num_unfinished_requests",
     "vllm.outputs:RequestOutput",
     "vllm.entrypoints.openai.api_server",  # `solver serve` runs it as a module
-    "vllm:LLM.get_tokenizer",  # benchmarks/engine.py's raw-engine baseline
+    "vllm:LLM.get_tokenizer",  # the raw-engine baseline (solver.measure.saturation)
     "vllm:LLM.generate",
-    "vllm.v1.engine.async_llm:AsyncLLM.reset_prefix_cache",  # benchmarks/real_shape.py, between contenders
+    "vllm.v1.engine.async_llm:AsyncLLM.reset_prefix_cache",  # between the real shape's contenders (solver.measure.contenders)
     "vllm.v1.metrics.reader:get_metrics_snapshot",  # the KV cache / preemption sampler (vllm_metrics.py)
 )
 

@@ -4,46 +4,46 @@ import it.
 
 Rooms: ``kaggle_day`` (a Kaggle day rehearsed on recorded attempts: ``solver day``; its flags typed and checked
 once in ``day_options``, its problems on the time model in ``day_model``, a device call in ``day_call``, its records
-in ``day_table``, its processes in ``day_processes``) and ``day_check`` (a day's file played again in the
+in ``day_table``, its processes in ``day_processes``) and ``day_held_out`` (a day's file played again in the
 simulator); ``rehearsal`` (the submission behind a competition's gateway: ``solver kaggle-local``);
 ``workload`` (recorded attempts as replay plans, forced onto a real engine, their calls answered from the
 recording); ``traced`` (drawn plans the real engine
-follows) on ``wrapped`` (an engine around another); ``timeline`` (requests and engine metrics over time);
-``probes`` (single-purpose requests to vLLM); ``dryrun`` (what a command would start, checked, nothing started).
+follows) on ``wrapped`` (an engine around another); ``request_timeline`` (requests and engine metrics over
+time); ``vllm_probes`` (single-purpose requests to vLLM); ``dryrun`` (what a command would start, checked, nothing started).
 The benchmarks' drivers: ``shape`` (the real shape's options, plan and run: ``engine.py --workload real``) over
 ``contenders`` (its four ways to replay the attempts); ``saturation`` (``engine.py``'s raw engine, pipeline and
 rounds); ``scaling`` (``layouts.py``: the layouts by name, each layout's run, the seed's probes) over ``fleet`` (its
 engine actors, servers, processes and GPUs).
 """
 
-from solver.measure.day_check import add_answers as add_day_answers
-from solver.measure.day_check import check_day
+from solver.measure.day_held_out import add_answers as add_day_answers
+from solver.measure.day_held_out import check_day
 from solver.measure.day_options import DayOptions, day_options
 from solver.measure.dryrun import DryRun, engine_dry_run, ignored, inside
 from solver.measure.fleet import child_env, gpus_here, load_requests, on_actors, seed_env, served, with_package
 from solver.measure.kaggle_day import rehearse_day
-from solver.measure.probes import cache_tokens, decode, generate, random_ids, resent, turns
+from solver.measure.vllm_probes import cache_tokens, decode, generate, random_ids, resent, turns
 from solver.measure.rehearsal import rehearse, report_markdown, run_gateway
 from solver.measure.saturation import PIPELINE_CONTENDERS, run_pipelines, run_raw
 from solver.measure.scaling import (layout_config, layouts_of, planned_tokens, prediction, probe_rows, probe_settings,
                                     run_layout, scaling_rows, seed_engine, whole_numbers)
 from solver.measure.shape import read_tool_times, real_shape, shape_tool_times, shape_workload
-from solver.measure.timeline import (RequestRecord, RequestTimeline, Sampler, ServerMetrics, TimedEngine,
+from solver.measure.request_timeline import (RequestRecord, RequestTimeline, Sampler, ServerMetrics, TimedEngine,
                                      in_process_reader)
 from solver.measure.traced import Profile, RepetitionPlan, TracedEngine, code_floor, make_plans, make_script
-from solver.measure.workload import (DEFAULT_ATTEMPTS_FILE, STARTER_CELL, TOOL_TIME_MODES, AttemptsOnEngine, Caps,
-                                     HarmonyEndings, PlanError, RecordedCalls, Replay, carried_tool_times, choose,
+from solver.measure.workload import (STARTER_CELL, TOOL_TIME_MODES, AttemptsOnEngine, Caps,
+                                     HarmonyEndings, PlanError, Replay, carried_tool_times, choose,
                                      fixed_tool_times, key_of, measure_tool_times, plan, plan_summary, preset_engine,
-                                     read_tool_seconds, recorded_code, replay_on_engine, tool_time_mode,
+                                     read_tool_seconds, recorded_calls, recorded_code, replay_on_engine, tool_time_mode,
                                      tool_time_seconds, warm_up, with_tool_times)
 
-__all__ = ["DEFAULT_ATTEMPTS_FILE", "STARTER_CELL", "TOOL_TIME_MODES", "AttemptsOnEngine", "Caps", "DayOptions",
-           "DryRun", "HarmonyEndings", "PlanError", "Profile", "RecordedCalls", "Replay", "RepetitionPlan",
+__all__ = ["STARTER_CELL", "TOOL_TIME_MODES", "AttemptsOnEngine", "Caps", "DayOptions",
+           "DryRun", "HarmonyEndings", "PlanError", "Profile", "Replay", "RepetitionPlan",
            "RequestRecord", "RequestTimeline", "Sampler", "ServerMetrics", "TimedEngine", "TracedEngine",
            "add_day_answers", "cache_tokens", "carried_tool_times", "check_day", "choose", "code_floor", "day_options",
            "decode", "engine_dry_run", "fixed_tool_times", "generate", "ignored", "in_process_reader", "inside",
            "key_of", "make_plans", "make_script", "measure_tool_times", "plan", "plan_summary",
-           "preset_engine", "random_ids", "read_tool_seconds", "recorded_code", "rehearse", "rehearse_day",
+           "preset_engine", "random_ids", "read_tool_seconds", "recorded_calls", "recorded_code", "rehearse", "rehearse_day",
            "replay_on_engine", "report_markdown", "resent", "run_gateway", "tool_time_mode", "tool_time_seconds",
            "turns", "warm_up", "with_tool_times",
            "PIPELINE_CONTENDERS", "child_env", "gpus_here", "layout_config", "layouts_of", "load_requests",

@@ -23,9 +23,9 @@ from typing import Any
 from solver.config import Config
 from solver.engines.openai import free_ports
 from solver.engines.vllm_metrics import Usage
-from solver.measure.timeline import (RequestRecord, RequestTimeline, Sampler, ServerMetrics, TimedEngine,
+from solver.measure.request_timeline import (RequestRecord, RequestTimeline, Sampler, ServerMetrics, TimedEngine,
                                      in_process_reader)
-from solver.measure.workload import HarmonyEndings, RecordedCalls, Replay, preset_engine, replay_on_engine, warm_up
+from solver.measure.workload import HarmonyEndings, recorded_calls, Replay, preset_engine, replay_on_engine, warm_up
 from solver.types import GenerationRequest
 
 SHAPE_CONTENDERS = ("a", "t", "b1", "s")
@@ -161,7 +161,7 @@ async def pipeline(key: str, engine: Any, sandbox: Any, config: Config, problems
 
     timeline = RequestTimeline()
     traced = replay_on_engine(TimedEngine(engine, timeline), problems, script)
-    outputs = RecordedCalls(sandbox, problems, OutputStyle.from_config(config.prompt), config.sandbox.timeout_s)
+    outputs = recorded_calls(sandbox, problems, OutputStyle.from_config(config.prompt), config.sandbox.timeout_s)
     reps: list[Any] = []
     solver = ProblemSolver(config, traced, outputs, on_repetition=reps.append)
     async with Sampler(read) as sampler:

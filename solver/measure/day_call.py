@@ -26,8 +26,8 @@ from solver.measure.day_model import need_s, predict, time_model
 from solver.measure.day_options import DayOptions, day_config, plan_rows
 from solver.measure.day_processes import kill_descendants, kill_engine
 from solver.measure.day_table import ProblemRecord, hit_rate, problem_line
-from solver.measure.timeline import RequestTimeline, Sampler, TimedEngine, in_process_reader
-from solver.measure.workload import HarmonyEndings, RecordedCalls, Replay, replay_on_engine
+from solver.measure.request_timeline import RequestTimeline, Sampler, TimedEngine, in_process_reader
+from solver.measure.workload import HarmonyEndings, recorded_calls, Replay, replay_on_engine
 
 # Environment variables that change nothing measured, left out of a run's identity (the rest of VLLM_* is in it).
 QUIET_ENV = frozenset({"VLLM_CACHE_ROOT", "VLLM_LOGGING_LEVEL", "VLLM_CONFIGURE_LOGGING",
@@ -115,7 +115,7 @@ class DaySession:
             self.recorder.marks.append(mark)
         timed = TimedEngine(engine, self.recorder.timeline)
         self.engine = replay_on_engine(timed, self.problems, self.script)
-        self.sandbox = RecordedCalls(sandbox, self.problems, OutputStyle.from_config(self.config.prompt),
+        self.sandbox = recorded_calls(sandbox, self.problems, OutputStyle.from_config(self.config.prompt),
                                        self.config.sandbox.timeout_s)
         self.solver = ProblemSolver(self.config, self.engine, self.sandbox, clock=self.clock,
                                     on_repetition=self.on_repetition)

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 from solver.config import Config, ConfigError, parse_overrides
 from solver.errors import BadInput
-from solver.measure.workload import (DEFAULT_ATTEMPTS_FILE, TOOL_TIME_MODES, Caps, Replay, choose, fixed_tool_times,
+from solver.measure.workload import (TOOL_TIME_MODES, Caps, Replay, choose, fixed_tool_times,
                                      plan, preset_engine, read_tool_seconds, tool_time_mode, tool_time_seconds,
                                      with_tool_times)
-from solver.replay import read_attempts
+from solver.replay import attempts_path, read_attempts
 
 if TYPE_CHECKING:
     from solver.measure.dryrun import DryRun
@@ -168,7 +168,7 @@ def day_options(*, attempts_file: Path | None, problems: int, problem_ids: str, 
     if (label is None) != (table is None):
         raise BadInput("--label and --table go together")
     if attempts_file is None:
-        attempts_file = DEFAULT_ATTEMPTS_FILE
+        attempts_file = attempts_path()
     kill = KillAt.parse(kill_engine_at) if kill_engine_at else None
     # A dry run skips what only the GPU machine has (its carry, its runs/ folder) and checks the rest.
     attempts_here = dry.present(attempts_file, "--attempts-file", BadInput) if dry else True
@@ -209,7 +209,7 @@ def day_config(options: DayOptions, problems: int) -> Config:
     given = {k for k in parse_overrides(options.overrides) if k.startswith("budget.")}
     fixed: dict[str, Any] = {"solve.reps": options.attempts, "solve.workers": options.attempts,
                              "sandbox.code_mode": "stateful",
-                             # the calls only sleep (RecordedOutputs): one worker per attempt, as beside a GPU
+                             # the calls only sleep (recorded_calls): one worker per attempt, as beside a GPU
                              "sandbox.workers": options.attempts}
     if options.rules == "none":
         fixed["stop.stoppers"] = []

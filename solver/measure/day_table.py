@@ -21,7 +21,7 @@ def hit_rate(samples: Sequence[Any], starts: Sequence[StartMark] = ()) -> float 
     engine started (its warm-up's prompts, every lookup a miss) is no problem's; counting goes on from the counters
     at its end.
 
-    >>> from solver.measure.timeline import MetricsSample
+    >>> from solver.measure.request_timeline import MetricsSample
     >>> def S(t, prefix_queries, prefix_hits):  # a poll; its usage reading is not read here
     ...     return MetricsSample(t, None, prefix_queries, prefix_hits)
     >>> hit_rate([S(t=0, prefix_queries=100, prefix_hits=50), S(t=1, prefix_queries=300, prefix_hits=150),

@@ -19,8 +19,8 @@ from typing import Any
 from solver.cluster.actor import EngineActor
 from solver.config import Config, Layout
 from solver.errors import BadInput
-from solver.measure.probes import random_ids
-from solver.measure.workload import HarmonyEndings, RecordedCalls, replay_on_engine, warm_up
+from solver.measure.vllm_probes import random_ids
+from solver.measure.workload import HarmonyEndings, recorded_calls, replay_on_engine, warm_up
 
 ENGINE_CORE = "VLLM::EngineCore"  # vLLM's engine core process title (setproctitle), DP ranks add "_DPn"
 ROOT = Path(__file__).resolve().parents[2]  # the checkout whose package this is
@@ -129,7 +129,7 @@ def seed_env(gpus: list[str], size: int) -> dict[str, str]:
 class ReplayActor(EngineActor):
     """An engine actor whose solvers run the replay: its own engine made to follow the recorded attempts
     (``ReplayEngine``), its own sandbox answering with the recorded outputs after the measured seconds
-    (``RecordedOutputs``). It warms its engine up once started, as the in-process layouts do."""
+    (``recorded_calls``). It warms its engine up once started, as the in-process layouts do."""
 
     def __init__(self, name: str, omp_threads: str | None, env: dict[str, str] | None, cache_base: str | None,
                  problems: list[list[Any]]) -> None:
@@ -149,7 +149,7 @@ class ReplayActor(EngineActor):
         assert self._session is not None
         config = self._session.config
         self.replay = replay_on_engine(engine, self.problems, HarmonyEndings())
-        return self.replay, RecordedCalls(sandbox, self.problems, OutputStyle.from_config(config.prompt),
+        return self.replay, recorded_calls(sandbox, self.problems, OutputStyle.from_config(config.prompt),
                                             config.sandbox.timeout_s)
 
     async def decoded(self) -> int:

@@ -4,9 +4,9 @@ through the Kaggle path, problem after problem, one device call after another.
 Each problem of the slice goes through the real ``KagglePredictor``, called once per problem as the gateway calls
 it: its ``BudgetManager`` hands the problem its deadline, its ``EngineSupervisor`` builds the engine on the first
 call and rebuilds it after a death. The engine is the preset's, made to follow recorded gpt-oss-120b attempts
-(``solver.recordings.replay_on_engine``: each request decodes the recorded number of tokens, then a scripted call or
+(``solver.measure.replay_on_engine``: each request decodes the recorded number of tokens, then a scripted call or
 answer); each tool call answers with the recorded output after the seconds it was measured to take (carried with the
-extract: ``benchmarks/extract_attempts.py --measure-tools``; ``solver.recordings.RecordedCalls``); the config's own
+extract: ``benchmarks/extract_attempts.py --measure-tools``; ``solver.measure.recorded_calls``); the config's own
 limits end an attempt where they end a live one (``Caps.at_limit`` "length": 60k tokens per attempt, 32k per
 request, 65k context in ``h100-gptoss``). ``--rules`` says what acts:
 
@@ -33,7 +33,7 @@ One device call is one command, the same for every call of a slice:
 
 Per problem the JSON and the printed table give the seconds and decoded tokens, attempts finished and cancelled,
 the prefix-cache hit rate, preemptions and KV peak (the engine's metrics, polled), whether the deadline cut it,
-the stop reason and the answer; with each problem's request timeline and metrics series (``solver.measure.timeline``).
+the stop reason and the answer; with each problem's request timeline and metrics series (``solver.measure.request_timeline``).
 
     solver day --attempts-file X --problems 2 --attempts 4 --attempt-tokens 300 --json /tmp/day.json --resume
     solver day --gpu --model M --attempts-file X --problems 6 --until 520 --json .gpu/day/slice.json --resume

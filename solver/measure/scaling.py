@@ -18,8 +18,8 @@ from typing import Any
 from solver.config import Config, ConfigError, Layout, parse_layout
 from solver.errors import BadInput
 from solver.measure.fleet import ReplayActor, gpu_placement, kill_engine
-from solver.measure.probes import cache_tokens, generate, random_ids, resent
-from solver.measure.workload import HarmonyEndings, RecordedCalls, replay_on_engine, warm_up, with_tool_times
+from solver.measure.vllm_probes import cache_tokens, generate, random_ids, resent
+from solver.measure.workload import HarmonyEndings, recorded_calls, replay_on_engine, warm_up, with_tool_times
 
 
 def layouts_of(text: str) -> dict[str, Layout]:
@@ -72,7 +72,7 @@ async def in_process_layout(config: Config, problems: list[list[Any]], run_dir: 
         script = HarmonyEndings()
         await warm_up(engine, script)
         replay = replay_on_engine(engine, problems, script)
-        outputs = RecordedCalls(sandbox, problems, OutputStyle.from_config(config.prompt), config.sandbox.timeout_s)
+        outputs = recorded_calls(sandbox, problems, OutputStyle.from_config(config.prompt), config.sandbox.timeout_s)
         placement = gpu_placement({"engine": os.getpid()})
         t = time.perf_counter()
         results = await solve_run(config, [rs[0].problem for rs in problems], run_dir, engine=replay,

@@ -19,7 +19,8 @@ from solver.errors import BadInput
 from solver.files import atomic_write
 from solver.measure.contenders import SHAPE_CONTENDERS, build_config, identical_work, run_contenders, shape_report
 from solver.measure.dryrun import DryRun
-from solver.measure.workload import (DEFAULT_ATTEMPTS_FILE, TOOL_TIME_MODES, Caps, HarmonyEndings, PlanError,
+from solver.replay import attempts_path
+from solver.measure.workload import (TOOL_TIME_MODES, Caps, HarmonyEndings, PlanError,
                                      carried_tool_times, fixed_tool_times, key_of, measure_tool_times, plan,
                                      plan_summary, read_tool_seconds, tool_time_mode, tool_time_seconds,
                                      with_tool_times)
@@ -32,9 +33,9 @@ def parse_shape(argv: list[str] | None, dry: DryRun | None = None) -> argparse.N
     skipped (an attempts file only on the GPU machine: ``attempts_here`` False)."""
     parser = argparse.ArgumentParser(prog="engine.py --workload real", description=DESCRIPTION)
     parser.add_argument("--workload", choices=("real",), default="real")
-    parser.add_argument("--attempts-file", type=Path, default=DEFAULT_ATTEMPTS_FILE,
+    parser.add_argument("--attempts-file", type=Path, default=None,
                         help="recorded attempts (token traces; the dev file, or an extract written by "
-                             "benchmarks/extract_attempts.py)")
+                             "benchmarks/extract_attempts.py; default: $SOLVER_ATTEMPTS, else the dev file)")
     parser.add_argument("--problems", type=int, default=1, help="problems, one after another (default 1)")
     parser.add_argument("--attempts", type=int, default=8, help="attempts per problem, all at once (default 8)")
     parser.add_argument("--problem-ids", default="", help="these problems, comma-separated, in this order (instead "
@@ -72,6 +73,8 @@ def parse_shape(argv: list[str] | None, dry: DryRun | None = None) -> argparse.N
             raise BadInput(f"--{name.replace('_', '-')} must be >= 1")
     if args.tool_time not in TOOL_TIME_MODES:
         args.tool_s = tool_time_seconds(args.tool_time, BadInput)
+    if args.attempts_file is None:  # the setting as the command runs (solver.replay.attempts_path)
+        args.attempts_file = attempts_path()
     args.attempts_here = args.dry.present(args.attempts_file, "--attempts-file", BadInput) if args.dry else True
     if args.attempts_here and not args.attempts_file.is_file():
         raise BadInput(f"--attempts-file: no file {args.attempts_file}")

@@ -46,14 +46,10 @@ from solver.config import Config, from_dict, load_config
 from solver.dialects import OutputStyle, TurnOutput, execution_from_shown
 from solver.errors import BadInput
 from solver import replay
-from solver.replay import Attempt, attempts_path
+from solver.replay import Attempt
 from solver.types import Execution, GenerationRequest, Problem
 from solver.measure.traced import TracedEngine, make_script
 
-# The recorded attempts a command reads by default: ``solver.replay``'s ``attempts_path()`` (``$SOLVER_ATTEMPTS``,
-# else the dev extract beside the checkout), read once as this module is imported, for the scripts that take it
-# as their ``--attempts-file`` default.
-DEFAULT_ATTEMPTS_FILE = attempts_path()
 # What the recording harness ran in every kernel before the first call (tonghuikang/aimo3 notebook.py).
 STARTER_CELL = "import random, numpy as np, sympy as sp\nrandom.seed(42)\nnp.random.seed(42)"
 CALL_CODE = "# replayed call {key}"
@@ -453,9 +449,6 @@ def recorded_calls(inner: Any, problems: list[list[Replay]], style: OutputStyle,
     return replay.RecordedCalls.in_sandbox(inner, lookup, timeout_s)
 
 
-# The name the day and the benchmarks make it by (``RecordedCalls(sandbox, problems, style, timeout_s)``).
-RecordedCalls = recorded_calls
-
 
 class AttemptsOnEngine(TracedEngine):
     """The real engine made to follow replays: each request decodes its step's tokens among plain words, then
@@ -481,7 +474,7 @@ class AttemptsOnEngine(TracedEngine):
 def replay_on_engine(engine: Any, problems: list[list[Replay]], endings: HarmonyEndings) -> AttemptsOnEngine:
     """Recorded attempts replayed on a real engine: ``engine`` (a started ``Engine``) decodes each planned
     request's recorded number of tokens, then gets the recorded ending. The solver's one replay engine
-    (``solver.replay.engine``) serves recorded text without any engine; this is its mode on a real one."""
+    (``solver.replay.replay_engine``) serves recorded text without any engine; this is its mode on a real one."""
     return AttemptsOnEngine(engine, problems, endings)
 
 

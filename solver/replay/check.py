@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from solver.config import BudgetConfig, Config
 from solver.replay.calls import RecordedCalls
-from solver.replay.engine import EngineTime, ReplayEngine
+from solver.replay.replay_engine import EngineTime, ReplayEngine
 from solver.timing.model import EngineTimeModel
 from solver.types import ProblemResult
 

@@ -1,7 +1,7 @@
 """The engine's decode progress under a time model, as one counter: every sequence decoding gains one token per
 step, so the engine needs only the steps done so far (``steps``), who decodes and the context they hold. Pure
 arithmetic, no waiting: the simulator's event loop (``solver.timing.timeline``) and the replay engine
-(``solver.replay.engine``) drive one each, so a replayed attempt and a simulated one progress alike.
+(``solver.replay.replay_engine``) drive one each, so a replayed attempt and a simulated one progress alike.
 
 Between two changes (a sequence joining or leaving, a prefill), B sequences decode holding S0 + B·n context tokens
 after n more steps, so the n steps take ``p·n + q·n²/2`` seconds with ``p = step_s(B) + context_s·S0`` and

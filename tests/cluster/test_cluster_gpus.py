@@ -17,7 +17,7 @@ from solver.cluster.connect import RayConnection
 from solver.cluster.driver import Cluster
 from solver.cluster.spec import ClusterSpec
 from solver.config import load_config
-from solver.replay.engine import problems_from_log
+from solver.replay.replay_engine import problems_from_log
 from solver.runlog import read_log
 
 FIXTURE = Path(__file__).resolve().parents[1] / "data" / "replay_run"

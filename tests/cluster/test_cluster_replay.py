@@ -18,7 +18,7 @@ from solver.cluster.connect import RayConnection  # noqa: E402
 from solver.cluster.driver import Cluster  # noqa: E402
 from solver.cluster.spec import ClusterSpec  # noqa: E402
 from solver.config import load_config  # noqa: E402
-from solver.replay.engine import problems_from_log  # noqa: E402
+from solver.replay.replay_engine import problems_from_log  # noqa: E402
 from solver.loop.run import solve_run  # noqa: E402
 from solver.runlog import read_log  # noqa: E402
 

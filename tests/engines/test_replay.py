@@ -15,7 +15,7 @@ import pytest
 from solver.cli import main
 from solver.config import Config, ConfigError
 from solver.replay.calls import RecordedCalls, served
-from solver.replay.engine import (
+from solver.replay.replay_engine import (
     ReplayEngine,
     TimingModel,
     open_replay_engine,
@@ -267,7 +267,7 @@ def test_recorded_calls_answer_each_call_with_the_turn_the_task_was_served():
 
 
 def test_recorded_calls_in_a_real_sandbox_sleep_there_and_keep_a_session_per_repetition():
-    """The measurement wing's use (``solver.measure.RecordedCalls`` over the plans): a recorded call sleeps its
+    """The measurement wing's use (``solver.measure.recorded_calls`` over the plans): a recorded call sleeps its
     seconds in the real sandbox, cut under the timeout, and answers as recorded; any other call runs there as it is,
     each session its own stateful one."""
     from solver.sandbox.pool import create_sandbox

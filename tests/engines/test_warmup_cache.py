@@ -22,7 +22,7 @@ from solver.engines.compile_cache import (CACHE_ENV, MANIFEST, CacheManifest, Fi
 from solver.engines.engine_log import EPOCH_FORMAT, parse_engine_log
 from solver.engines.startup_log import parse_startup_log
 from solver.engines.vllm_metrics import StartMark
-from solver.measure.timeline import MetricsSample
+from solver.measure.request_timeline import MetricsSample
 from solver.engines.vllm_metrics import UsageReading
 from solver.engines.warmup import warmup_shapes
 from solver.measure.day_table import hit_rate

@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from solver.measure.timeline import Sampler, in_process_reader
+from solver.measure.request_timeline import Sampler, in_process_reader
 
 __all__ = ["DecodeWindow", "cache_tokens", "decode", "decode_window", "generate", "random_ids", "resent", "turns"]
 
