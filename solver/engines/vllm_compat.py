@@ -62,7 +62,7 @@ ENTRY_POINTS: tuple[str, ...] = (
     "vllm.entrypoints.openai.api_server",  # `solver serve` runs it as a module
     "vllm:LLM.get_tokenizer",  # the raw-engine baseline (solver.measure.saturation)
     "vllm:LLM.generate",
-    "vllm.v1.engine.async_llm:AsyncLLM.reset_prefix_cache",  # between the real shape's contenders (solver.measure.contenders)
+    "vllm.v1.engine.async_llm:AsyncLLM.reset_prefix_cache",  # the real shape, between contenders (measure.contenders)
     "vllm.v1.metrics.reader:get_metrics_snapshot",  # the KV cache / preemption sampler (vllm_metrics.py)
 )
 
