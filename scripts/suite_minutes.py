@@ -85,9 +85,8 @@ def collected(marks: str | None, fast: bool) -> list[tuple[str, str]]:
     class Recorder:
         order: list[tuple[str, str]] = []
 
-        @pytest.hookimpl(trylast=True)  # after conftest marked and sorted the tests
-        def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-            for item in items:
+        def pytest_collection_finish(self, session: pytest.Session) -> None:  # marked, sorted and deselected
+            for item in session.items:
                 mark = item.get_closest_marker("xdist_group")
                 self.order.append((item.nodeid, mark.args[0] if mark else item.nodeid.split("::")[0]))
 
