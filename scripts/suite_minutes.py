@@ -3,6 +3,8 @@ durations file, in the order the workers take them, and the wall time of the two
 
     python scripts/suite_minutes.py benchmarks/results/cpu_test-durations.tsv            # make test
     python scripts/suite_minutes.py runs/test-fast-durations.tsv --fast                  # make test-fast
+    python scripts/suite_minutes.py benchmarks/results/cpu_test-durations.tsv \
+        --measured benchmarks/results/cpu_test-durations-changed.tsv                     # with modules run again
 
 The groups and their order are the suite's own: the tests are collected as an xdist worker collects them (the
 conftest marks each test's group and sorts), then dealt as ``--dist loadgroup`` deals them: the next group to the
@@ -43,6 +45,17 @@ def read_durations(path: Path) -> dict[str, float]:
     """
     rows = [line.split("\t") for line in path.read_text().splitlines()[1:] if line.strip()]
     return {row[5]: float(row[0]) for row in rows}
+
+
+def measured_again(seconds: dict[str, float], again: dict[str, float]) -> dict[str, float]:
+    """``seconds`` with every module that ``again`` holds taken from ``again`` instead (a module's tests measured
+    again after a change: the ones it no longer has drop out).
+
+    >>> measured_again({"a.py::x": 9.0, "a.py::y": 1.0, "b.py::z": 2.0}, {"a.py::x2": 3.0})
+    {'b.py::z': 2.0, 'a.py::x2': 3.0}
+    """
+    modules = {nodeid.split("::")[0] for nodeid in again}
+    return {**{k: v for k, v in seconds.items() if k.split("::")[0] not in modules}, **again}
 
 
 def groups(order: list[tuple[str, str]], seconds: dict[str, float]) -> list[Group]:
@@ -105,23 +118,29 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("durations", type=Path, help="a --durations-file table (runs/test-durations.tsv)")
     parser.add_argument("--fast", action="store_true", help="the tests of make test-fast")
+    parser.add_argument("--measured", type=Path, action="append", default=[], metavar="TSV",
+                        help="a durations table of modules run again: their rows replace those modules'")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--top", type=int, default=25, help="groups listed, longest first")
     args = parser.parse_args(argv)
-    if not args.durations.is_file() or args.workers < 1:
-        print(f"suite_minutes: {args.durations} is not a file, or --workers < 1", file=sys.stderr)
+    missing = [str(p) for p in (args.durations, *args.measured) if not p.is_file()]
+    if missing or args.workers < 1:
+        print(f"suite_minutes: not a file: {', '.join(missing)}" if missing else "suite_minutes: --workers < 1",
+              file=sys.stderr)
         return 2
     seconds = read_durations(args.durations)
+    for path in args.measured:
+        seconds = measured_again(seconds, read_durations(path))
     order = collected(FAST_MARKS if args.fast else None, args.fast)
     found = groups(order, seconds)
     loads = deal(found, args.workers)
     print(f"\n{'seconds':>8} {'tests':>5}  group (of {len(found)}, longest first)")
     for group in sorted(found, key=lambda g: -g.seconds)[:args.top]:
         print(f"{group.seconds:8.1f} {group.tests:5}  {group.name}")
-    missing = sum(nodeid not in seconds for nodeid, _ in order)
+    unknown = sum(nodeid not in seconds for nodeid, _ in order)
     print(f"\n{sum(g.seconds for g in found):.0f} s of tests; {args.workers} workers in the suite's order: "
           + ", ".join(f"{x:.0f} s" for x in loads) + f" (wall {max(loads) / 60:.1f} min); "
-          f"{missing} collected test(s) without a duration counted 0 s")
+          f"{unknown} collected test(s) without a duration counted 0 s")
     return 0
 
 
