@@ -314,12 +314,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if os.environ.get("PYTEST_XDIST_WORKER"):
         seconds = mark_worker_groups(items, recorded_seconds(DURATIONS.read_text()) if DURATIONS.is_file() else {})
 
-    def order(item: pytest.Item) -> tuple[float, bool, str, bool]:
+    def order(item: pytest.Item) -> tuple[float, str, bool, str, bool]:
         group = groups.get(str(item.path))
         mark = item.get_closest_marker("xdist_group")
+        unit = mark.args[0] if mark else ""  # two groups of equal seconds stay apart: each one unit of work
         # Within a group, the tests that start engines of their own first: the shared one then starts once.
-        return (-seconds.get(mark.args[0], 0.0) if mark else 0.0, group is not None, group or "",
-                bool(shared_uses(item)))
+        return (-seconds.get(unit, 0.0), unit, group is not None, group or "", bool(shared_uses(item)))
 
     items[:] = sorted(items, key=order)  # stable: within a group, the collected order
 
