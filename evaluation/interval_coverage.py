@@ -2,10 +2,12 @@
 ``SecondDraws``, ``used_repetitions``, ``Comparer``): coverage per scoring rule, seed policy and variance path, and
 pooled per rule, each with its standard error.
 
-    python evaluation/interval_coverage.py --out evaluation/results/interval_coverage.json --jobs 2   # 33 min here
+    python evaluation/interval_coverage.py --out evaluation/results/interval_coverage.json --jobs 2   # 14 min here
 
-33 minutes on two cores shared with other work (the result file's ``seconds``): every recording is 60 simulated days
-of two settings, through the simulator's own trials."""
+14 minutes on two cores shared with other work (the result file's ``seconds``, 848): every recording is 60 simulated
+days of two settings, through the simulator's own trials. Per design the file also holds each case's seed and its
+cases' outcomes in chunks of ``coverage.CHUNK`` (``coverage.chunks``), so a sample of them replayed must give the same
+(tests/offline/test_intervals.py)."""
 
 from __future__ import annotations
 
@@ -43,10 +45,14 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
     out = {"design": {"problems": found[0].design.problems, "accuracy": "0.2..0.9 evenly", "a": "majority of 3",
                       "b": "one", "trials": found[0].design.trials, "nominal": coverage.NOMINAL, "seed": args.seed,
-                      "seconds": round(time.perf_counter() - start, 1), "jobs": args.jobs},
+                      "seconds": round(time.perf_counter() - start, 1), "jobs": args.jobs,
+                      "case seed": "a cell's case_seed, then the case's number from 0",
+                      "chunks": "per chunk of the cell's cases from case 0, their outcomes summed (coverage.Chunk)"},
            "cells": [{**dataclasses.asdict(c.design), "recorded": c.design.recorded,
                       **{k: v for k, v in dataclasses.asdict(c).items() if k != "design"},
-                      "coverage": c.coverage, "se": c.se} for c in found],
+                      "coverage": c.coverage, "se": c.se, "case_seed": coverage.case_seed(c.design, args.seed, 0)[:-1],
+                      "chunk": coverage.CHUNK, "chunks": [dataclasses.asdict(k) for k in coverage.chunks(c.design, r)]}
+                     for c, r in zip(found, saved.values())],
            "pooled": {}}
     for rule in ("aimo3-public", "aimo3-private"):
         for paths, name in ((("unbiased",), "unbiased"), (("jackknife", "one day"), "bounded"),

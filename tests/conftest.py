@@ -245,6 +245,21 @@ def shared_uses(item: pytest.Item) -> list[str]:
 # notebooks (the submission notebook serves a gateway) run on one worker. (A tests/cluster module may run on either:
 # each worker starts its own local Ray, about 5 s, rather than wait for the other's.)
 GATEWAY_TESTS = ("tests/kaggle/", "tests/test_notebooks.py")
+# The workers take the groups longest first, each group's seconds summed from the committed run of make test (README
+# "Tests"; scripts/suite_minutes.py deals them the same way): a group of a few long tests dealt last would leave one
+# worker running alone. A test the file lacks counts as one engine start (ENGINE_S) if it starts one, else nothing.
+DURATIONS = ROOT / "benchmarks" / "results" / "cpu_test-durations.tsv"
+ENGINE_S = 60.0
+
+
+def recorded_seconds(table: str) -> dict[str, float]:
+    """Each test's seconds (setup, call and teardown) in a ``durations_table``.
+
+    >>> recorded_seconds("seconds\\tsetup\\tcall\\tteardown\\toutcome\\ttest\\n2.50\\t0.5\\t2\\t0\\tpassed\\tt.py::a")
+    {'t.py::a': 2.5}
+    """
+    rows = [line.split("\t") for line in table.splitlines()[1:] if line.strip()]
+    return {row[5]: float(row[0]) for row in rows}
 
 
 def worker_group(path: str, shared: list[str]) -> str:
@@ -264,16 +279,17 @@ def worker_group(path: str, shared: list[str]) -> str:
     return "gateway" if path.startswith(GATEWAY_TESTS) else path
 
 
-def mark_worker_groups(items: list[pytest.Item]) -> set[str]:
-    """Mark each test with its ``worker_group``; the groups that start an engine (marker ``engine``)."""
-    heavy = set()
+def mark_worker_groups(items: list[pytest.Item], recorded: dict[str, float]) -> dict[str, float]:
+    """Mark each test with its ``worker_group``; each group's seconds: its tests' ``recorded`` ones (``ENGINE_S``
+    for a test without any that starts an engine, marker ``engine``; else 0)."""
+    seconds: dict[str, float] = {}
     for item in items:
         path = item.path.relative_to(ROOT).as_posix() if item.path.is_relative_to(ROOT) else str(item.path)
         group = worker_group(path, shared_uses(item))
         item.add_marker(pytest.mark.xdist_group(group))
-        if item.get_closest_marker("engine") is not None:
-            heavy.add(group)
-    return heavy
+        guess = ENGINE_S if item.get_closest_marker("engine") is not None else 0.0
+        seconds[group] = seconds.get(group, 0.0) + recorded.get(item.nodeid, guess)
+    return seconds
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
@@ -281,8 +297,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Modules whose tests use a shared resource run last, grouped by the resource (the engine by the
     ``engine_config`` they ask for), so each starts once; everything else keeps its order.
 
-    On an xdist worker the groups that start an engine go first: they are the longest units of work, and the
-    workers take the units in this order (``--no-loadscope-reorder``), so neither is left with one at the end."""
+    On an xdist worker the groups go longest first (their seconds in ``DURATIONS``): the workers take the units in
+    this order (``--no-loadscope-reorder``), each the next as it runs out, so neither is left with a long one at the
+    end."""
     groups: dict[str, str] = {}  # module path -> the resource its tests use
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
@@ -293,14 +310,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             groups[str(item.path)] = f"engine_loop {definition.baseid}::{definition.func.__qualname__}"
         elif "served" in info.names_closure:
             groups[str(item.path)] = "served"
-    heavy = mark_worker_groups(items) if os.environ.get("PYTEST_XDIST_WORKER") else set()
+    seconds: dict[str, float] = {}
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        seconds = mark_worker_groups(items, recorded_seconds(DURATIONS.read_text()) if DURATIONS.is_file() else {})
 
-    def order(item: pytest.Item) -> tuple[bool, bool, str, bool]:
+    def order(item: pytest.Item) -> tuple[float, str, bool, str, bool]:
         group = groups.get(str(item.path))
         mark = item.get_closest_marker("xdist_group")
-        first = mark is not None and mark.args[0] in heavy
+        unit = mark.args[0] if mark else ""  # two groups of equal seconds stay apart: each one unit of work
         # Within a group, the tests that start engines of their own first: the shared one then starts once.
-        return (not first, group is not None, group or "", bool(shared_uses(item)))
+        return (-seconds.get(unit, 0.0), unit, group is not None, group or "", bool(shared_uses(item)))
 
     items[:] = sorted(items, key=order)  # stable: within a group, the collected order
 

@@ -4,6 +4,8 @@ their own interval, the selection of the best paid for, and a zero variance neve
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 from pathlib import Path
 
@@ -11,8 +13,8 @@ import numpy as np
 import pytest
 
 from solver.offline.sim import Difference, simulate
-from solver.offline.sim.coverage import (COMBOS, NOMINAL, PATHS, Design, case_rows, cells, checked, coverage_check,
-                                         pooled)
+from solver.offline.sim.coverage import (CHUNK, COMBOS, NOMINAL, PATHS, Chunk, CoverageCheck, Design, case_rows,
+                                         case_seed, cells, chunks, coverage_check, pooled, truth)
 from solver.offline.sim.separation import difference, family_z, jackknife, pair_variance
 
 from offline.test_simulate import request, synthetic
@@ -33,21 +35,68 @@ def test_each_path_of_the_simulators_interval_holds_a_known_truth(design: Design
     assert found.coverage >= NOMINAL - 3 * found.se
 
 
-@pytest.mark.slow
-def test_the_interval_covers_a_known_truth_at_its_nominal_level_over_enough_cases() -> None:
-    """The full check (``evaluation/interval_coverage.py``): 5,300 recordings per rule on the pairs' path (a standard
-    error of 0.3 points; the private rule's split between its two seed policies) and 300 per bound's path. Per rule,
-    the pairs' coverage is 95 % within three standard errors; a bound's is no less than 95 % less three."""
-    # One process: beside the suite's second worker, more processes than the 2 cores would starve the timed sandbox
-    # tests there (a fork bomb's limit, a busy loop's timeout). The script's --jobs gives the same rows faster alone.
-    found = [checked(design, case_rows(design, cases, seed=0, jobs=1)) for design, cases in cells()]
+RESULT = Path(__file__).resolve().parents[2] / "evaluation" / "results" / "interval_coverage.json"
+
+
+@pytest.fixture(scope="module")
+def committed() -> dict:
+    """The full check's result file, as ``evaluation/interval_coverage.py`` wrote it (seed 0, every case)."""
+    return json.loads(RESULT.read_text())
+
+
+def committed_check(cell: dict) -> CoverageCheck:
+    """A cell of the result file as the check it records."""
+    design = Design(cell["rule"], cell["policy"], cell["path"], cell["problems"], cell["n"], cell["trials"])
+    return CoverageCheck(design, *(cell[f.name] for f in dataclasses.fields(CoverageCheck)[1:]))
+
+
+def test_the_committed_full_check_covers_a_known_truth_at_its_nominal_level(committed: dict) -> None:
+    """The full check (``evaluation/interval_coverage.py``, its committed result file): the designs and cases the
+    script runs now, 5,300 recordings per rule on the pairs' path (a standard error of 0.3 points; the private rule's
+    split between its two seed policies) and 300 per bound's path. Per rule, the pairs' coverage is 95 % within three
+    standard errors; a bound's is no less than 95 % less three. Every case's outcome is in the file's chunks, which
+    sum to the cells (a sample of them is replayed below)."""
+    found = [committed_check(cell) for cell in committed["cells"]]
+    assert [(c.design, c.cases) for c in found] == cells()
+    assert committed["design"]["seed"] == 0 and committed["design"]["nominal"] == NOMINAL
+    for c, cell in zip(found, committed["cells"]):
+        assert cell["recorded"] == c.design.recorded and cell["case_seed"] == case_seed(c.design, 0, 0)[:-1]
+        assert c.truth == pytest.approx(truth(np.linspace(0.2, 0.9, c.design.problems), c.design.n), abs=1e-12)
+        assert cell["coverage"] == c.coverage and cell["se"] == c.se
+        parts = [Chunk(**chunk) for chunk in cell["chunks"]]
+        assert cell["chunk"] == CHUNK and len(parts) == math.ceil(c.cases / CHUNK), c.design.label
+        assert sum(k.covered for k in parts) == c.covered, c.design.label
+        assert sum(k.half_widths for k in parts) / c.cases == pytest.approx(c.half_width, rel=1e-9)
+        assert sum(k.bounded for k in parts) / c.cases == pytest.approx(c.conservative, rel=1e-9)
     for rule in ("aimo3-public", "aimo3-private"):
         coverage, se, cases = pooled([c for c in found if c.design.rule == rule and c.design.path == "unbiased"])
         print(f"\n{rule}: coverage {coverage:.4f} ± {se:.4f} of {cases}")
+        assert committed["pooled"][f"{rule} unbiased"] == {"coverage": coverage, "se": se, "cases": cases}
         assert se <= 0.003 and abs(coverage - NOMINAL) <= 3 * se
     for c in found:
         if c.design.path != "unbiased":
             assert c.coverage >= NOMINAL - 3 * c.se, c.design.label
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("index", range(len(cells())), ids=[d.label for d, _ in cells()])
+def test_a_sample_of_the_committed_cases_replays_to_the_same_outcomes(committed: dict, index: int) -> None:
+    """Per design, one chunk of the committed cases (chosen by a fixed draw), played again through the same path and
+    the same seeds (``case_rows`` from the chunk's first case): the same outcomes, so the file cannot drift from the
+    code. About 2 s a design on one core."""
+    design, cases = cells()[index]
+    cell = committed["cells"][index]
+    assert (cell["rule"], cell["policy"], cell["path"], cell["cases"]) == (design.rule, design.policy, design.path,
+                                                                          cases)
+    j = int(np.random.default_rng([2026, index]).integers(len(cell["chunks"])))
+    first = j * CHUNK
+    rows = case_rows(design, min(CHUNK, cases - first), seed=committed["design"]["seed"], first=first)
+    [replayed] = chunks(design, rows)
+    recorded = Chunk(**cell["chunks"][j])
+    print(f"\n{design.label}: cases {first}..{first + len(rows) - 1} covered {replayed.covered} of {len(rows)}")
+    assert (replayed.covered, replayed.bounded) == (recorded.covered, recorded.bounded)
+    for name in ("estimates", "half_widths", "variances"):
+        assert getattr(replayed, name) == pytest.approx(getattr(recorded, name), rel=1e-9, abs=1e-12), name
 
 
 def test_the_pairs_estimate_is_unbiased_where_the_jackknife_overstates() -> None:

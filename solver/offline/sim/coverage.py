@@ -150,13 +150,23 @@ def one_case(design: Design, seed: Sequence[int]) -> tuple[float, float, float, 
     return d.mean, d.half, d.data_var, d.conservative
 
 
-def case_rows(design: Design, cases: int, seed: int = 0, jobs: int = 1) -> np.ndarray:
+def case_seed(design: Design, seed: int, case: int) -> list[int]:
+    """The seed of ``design``'s case number ``case`` under the check's ``seed``: (seed, the design, case), so the
+    same whichever process plays it.
+
+    >>> case_seed(Design("aimo3-private", "per-run", "jackknife"), 0, 7)
+    [0, 1, 2, True, 7]
+    """
+    return [seed, PATHS.index(design.path), SCORINGS[design.rule].runs, design.policy == "per-run", case]
+
+
+def case_rows(design: Design, cases: int, seed: int = 0, jobs: int = 1, first: int = 0) -> np.ndarray:
     """(cases, 4) per case the estimate, the half-width, the recordings' variance estimate and the problems bounded;
-    case i from the seed (``seed``, the design, i), so the same for any ``jobs``."""
+    cases ``first`` … ``first + cases − 1``, each from its ``case_seed``, so the same for any ``jobs`` and any part of
+    a check played alone."""
     from joblib import Parallel, delayed
 
-    cell = [seed, PATHS.index(design.path), SCORINGS[design.rule].runs, design.policy == "per-run"]
-    seeds = [[*cell, i] for i in range(cases)]
+    seeds = [case_seed(design, seed, i) for i in range(first, first + cases)]
     if jobs == 1:
         rows = [one_case(design, s) for s in seeds]
     else:
@@ -175,6 +185,37 @@ def checked(design: Design, rows: np.ndarray) -> CoverageCheck:
     needed = float(np.quantile(np.divide(errors, halves, out=np.full(cases, np.inf), where=halves > 0), NOMINAL))
     return CoverageCheck(design, cases, true, int((errors <= halves).sum()), float(halves.mean()), needed, ratio,
                          float(bounded.mean()))
+
+
+CHUNK = 25  # cases per chunk of the full check's record (``chunks``): about 1.5 s of play each, so a sample of
+# them is replayed in seconds and every case's outcome counts in one of them
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """``CHUNK`` consecutive cases of a design (the last may hold fewer), summed: what replaying them must give."""
+
+    covered: int  # cases whose interval holds the truth
+    estimates: float  # sum of the estimates
+    half_widths: float  # sum of the half-widths
+    variances: float  # sum of the recordings' variance estimates
+    bounded: int  # problems whose variance is an upper bound, over the cases
+
+
+def chunks(design: Design, rows: np.ndarray) -> list[Chunk]:
+    """The cases' ``rows`` (``case_rows`` from case 0) in chunks of ``CHUNK``: chunk j holds cases j·CHUNK onwards.
+
+    >>> rows = np.array([[0.0, 1.0, 0.2, 1], [2.0, 1.0, 0.2, 0]] * 13)  # 26 cases; truth 0.072: the first kind covers
+    >>> [(c.covered, c.bounded) for c in chunks(Design("aimo3-public", "fixed", "unbiased"), rows)]
+    [(13, 13), (0, 0)]
+    """
+    true = truth(np.linspace(0.2, 0.9, design.problems), design.n)
+    out = []
+    for start in range(0, len(rows), CHUNK):
+        means, halves, data, bounded = rows[start:start + CHUNK].T
+        out.append(Chunk(int((np.abs(means - true) <= halves).sum()), float(means.sum()), float(halves.sum()),
+                         float(data.sum()), int(round(bounded.sum()))))
+    return out
 
 
 def coverage_check(design: Design, cases: int, seed: int = 0, jobs: int = 1) -> CoverageCheck:
