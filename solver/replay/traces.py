@@ -209,9 +209,23 @@ def is_trace(record: dict[str, Any]) -> bool:
 
 
 def _ids(record: dict[str, Any], key: str, where: str) -> tuple[int, ...]:
+    """The record's ``key`` as token ids: a list of non-negative ints (not bools); else a ``TraceError``. Checked
+    with ``map(type)`` and ``min`` (C loops: the dev file's 13 million ids in about 0.5 s, not 6).
+
+    >>> _ids({"a": [3, 0]}, "a", "x"), _ids({"a": []}, "a", "x")
+    ((3, 0), ())
+    >>> for bad in ([1, True], [1, -2], [1.0], "12"):
+    ...     try:
+    ...         _ids({"a": bad}, "a", "x")
+    ...     except TraceError as exc:
+    ...         print(bad, exc)
+    [1, True] x: a must be a list of token ids
+    [1, -2] x: a must be a list of token ids
+    [1.0] x: a must be a list of token ids
+    12 x: a must be a list of token ids
+    """
     value = record.get(key)
-    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                                              for v in value):
+    if not isinstance(value, list) or (value and (set(map(type, value)) != {int} or min(value) < 0)):
         raise TraceError(f"{where}: {key} must be a list of token ids")
     return tuple(value)
 
