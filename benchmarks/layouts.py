@@ -177,15 +177,16 @@ def scaling(argv: list[str]) -> int:
     except BadInput as exc:
         print(f"layouts.py scaling: error: {exc}", file=sys.stderr)
         return 2
-    work = plan_summary(with_tool_times(work.plan, times))
-    print(f"workload: {work.caps.line()}: {work['requests']} requests ({work['calls']} calls), {work['tokens']} "
-          f"decoded tokens, contexts up to {work['context_max']}, tool time {work['tool_s']:.1f} s; engine "
+    summary = plan_summary(with_tool_times(work.plan, times))
+    print(f"workload: {work.caps.line()}: {summary['requests']} requests ({summary['calls']} calls), "
+          f"{summary['tokens']} decoded tokens, contexts up to {summary['context_max']}, tool time "
+          f"{summary['tool_s']:.1f} s; engine "
           f"{work.config.engine.model}, {json.dumps(work.config.engine.args, sort_keys=True)}; runs in {out}")
     rows: list[dict[str, Any]] = []
 
     def save() -> None:  # after each layout: a call cut off at its limit still returns what it measured
         if opts.json is not None:
-            atomic_write(opts.json, json.dumps({"argv": argv, "workload": work, "caps": asdict(work.caps),
+            atomic_write(opts.json, json.dumps({"argv": argv, "workload": summary, "caps": asdict(work.caps),
                                                 "time_model": time_model, "layouts": rows, "tool_times": times},
                                                indent=1, default=str))
 

@@ -236,20 +236,18 @@ def real_shape(options: ShapeOptions, dry: DryRun | None, argv: list[str]) -> in
     else:
         times = fixed_tool_times(problems, options.tool_s)
     problems = with_tool_times(problems, times)
-    work = plan_summary(problems)
+    summary = plan_summary(problems)
     limits = {"max_tokens": config.sampling.max_tokens, "max_total_tokens": config.sampling.max_total_tokens,
               "max_turns": config.sampling.max_turns, "max_model_len": config.engine.args.get("max_model_len")}
     print(f"workload: real attempts from {options.attempts_file}: {caps.line()}; the config's limits: "
           f"{limits['max_tokens']} tokens per request, {limits['max_total_tokens']} per attempt, "
           f"{limits['max_turns']} requests, context {limits['max_model_len']}")
-    print(f"replayed: {work['requests']} requests ({work['calls']} calls), {work['tokens']} decoded tokens of the "
-          f"recorded {work['recorded_tokens']}, contexts up to {work['context_max']} (median "
-          f"{work['context_median']}); tool time {work['tool_s']:.1f} s "
-          f"({work.tool_source}), the slowest attempt's "
-          f"per problem {work['tool_floor_s']:.1f} s in all; engine {config.engine.model}, "
+    print(f"replayed: {summary['requests']} requests ({summary['calls']} calls), {summary['tokens']} decoded tokens "
+          f"of the recorded {summary['recorded_tokens']}, contexts up to {summary['context_max']} (median "
+          f"{summary['context_median']}); tool time {summary['tool_s']:.1f} s ({work.tool_source}), the slowest "
+          f"attempt's per problem {summary['tool_floor_s']:.1f} s in all; engine {config.engine.model}, "
           f"{json.dumps(config.engine.args, sort_keys=True)}")
-    workers = options.workers
-    results = run_contenders(config, problems, list(options.keys), script, workers)
+    results = run_contenders(config, problems, list(options.keys), script, options.workers)
     lines, found = shape_report(results, problems)
     for line in lines:
         print(line)
@@ -257,7 +255,7 @@ def real_shape(options: ShapeOptions, dry: DryRun | None, argv: list[str]) -> in
         record = {
             "argv": argv, "attempts_file": str(options.attempts_file),
             "preset": options.preset, "model": config.engine.model, "engine_args": config.engine.args,
-            "caps": asdict(caps), "limits": limits, "tool_time": work.tool_time, "workload": work,
+            "caps": asdict(caps), "limits": limits, "tool_time": work.tool_time, "workload": summary,
             "plan": [{"problem": r.problem.id, "attempt": r.index,
                       "steps": [{"tokens": s.tokens, "call": s.call, "tool_s": round(s.tool_s, 4),
                                  "prompt_tokens": s.prompt_tokens, "ending": len(s.ending),
