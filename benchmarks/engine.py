@@ -41,7 +41,7 @@ from solver.datasets import load_problems
 from solver.errors import BadInput
 from solver.files import atomic_write
 from solver.measure import (PIPELINE_CONTENDERS, SHAPE_DESCRIPTION, SHAPE_PROG, DryRun, Profile, add_shape_arguments,
-                            code_floor, make_plans, real_shape, run_pipelines, run_raw, shape_options)
+                            code_floor, make_plans, real_shape, run_pipelines, run_raw, shape_options_of)
 
 # A nudge so the tiny model writes code often enough to exercise the sandbox path.
 CODE_HINT = " Write a short Python program that prints the answer."
@@ -54,12 +54,7 @@ def real_workload(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     dry = DryRun(SHAPE_PROG) if args.dry_run else None
     try:  # before anything heavy starts
-        options = shape_options(attempts_file=args.attempts_file, problems=args.problems, attempts=args.attempts,
-                                problem_ids=args.problem_ids, attempt_tokens=args.attempt_tokens,
-                                attempt_requests=args.attempt_requests, tool_time=args.tool_time,
-                                sandbox_workers=args.sandbox_workers, contenders=args.contenders, gpu=args.gpu,
-                                preset=args.preset, model=args.model, json=args.json, overrides=args.overrides,
-                                dry=dry)
+        options = shape_options_of(vars(args), dry)
     except BadInput as exc:
         print(f"{SHAPE_PROG}: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2

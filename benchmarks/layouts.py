@@ -52,7 +52,7 @@ from solver.files import atomic_write
 from solver.measure import (SHAPE_DESCRIPTION, SHAPE_PROG, DryRun, ShapeWorkload, add_shape_arguments, layout_config,
                             layouts_of, load_requests, on_actors, planned_tokens, plan_summary, prediction, probe_rows,
                             probe_settings, read_tool_times, run_layout, whole_numbers, scaling_rows, seed_engine,
-                            seed_env, served, fixed_tool_times, gpus_here, child_env, shape_options,
+                            seed_env, served, fixed_tool_times, gpus_here, child_env, shape_options_of,
                             shape_tool_times, shape_workload, with_package, with_tool_times)
 from solver.processes import run_group
 
@@ -104,11 +104,7 @@ def shape_of(rest: list[str], dry: DryRun | None) -> ShapeWorkload:
     parser = argparse.ArgumentParser(prog=SHAPE_PROG, description=SHAPE_DESCRIPTION)
     add_shape_arguments(parser)
     args = parser.parse_args([*rest, "--contenders", "b1"])
-    return shape_workload(shape_options(
-        attempts_file=args.attempts_file, problems=args.problems, attempts=args.attempts, problem_ids=args.problem_ids,
-        attempt_tokens=args.attempt_tokens, attempt_requests=args.attempt_requests, tool_time=args.tool_time,
-        sandbox_workers=args.sandbox_workers, contenders=args.contenders, gpu=args.gpu, preset=args.preset,
-        model=args.model, json=args.json, overrides=args.overrides, dry=dry))
+    return shape_workload(shape_options_of(vars(args), dry))
 
 
 def scaling_child(opts: argparse.Namespace, work: ShapeWorkload, dry: DryRun | None) -> int:

@@ -31,7 +31,7 @@ import argparse
 import sys
 
 from solver.errors import BadInput
-from solver.measure import SHAPE_DESCRIPTION, SHAPE_PROG, DryRun, add_shape_arguments, real_shape, shape_options
+from solver.measure import SHAPE_DESCRIPTION, SHAPE_PROG, DryRun, add_shape_arguments, real_shape, shape_options_of
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,12 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(given)
     dry = DryRun(SHAPE_PROG) if args.dry_run else None
     try:  # the flags checked once, before anything heavy starts
-        options = shape_options(attempts_file=args.attempts_file, problems=args.problems, attempts=args.attempts,
-                                problem_ids=args.problem_ids, attempt_tokens=args.attempt_tokens,
-                                attempt_requests=args.attempt_requests, tool_time=args.tool_time,
-                                sandbox_workers=args.sandbox_workers, contenders=args.contenders, gpu=args.gpu,
-                                preset=args.preset, model=args.model, json=args.json, overrides=args.overrides,
-                                dry=dry)
+        options = shape_options_of(vars(args), dry)
     except BadInput as exc:
         print(f"{SHAPE_PROG}: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2

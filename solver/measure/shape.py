@@ -12,7 +12,8 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -96,6 +97,17 @@ class ShapeOptions:
     def workers(self) -> int:
         """Snippets at once in the pipelines' sandbox: one per attempt unless given (the calls only sleep)."""
         return self.sandbox_workers or self.attempts
+
+
+# The flags ``add_shape_arguments`` adds, by the names ``shape_options`` takes them.
+SHAPE_FLAGS = ("attempts_file", "problems", "attempts", "problem_ids", "attempt_tokens", "attempt_requests",
+               "tool_time", "sandbox_workers", "contenders", "gpu", "preset", "model", "json", "overrides")
+
+
+def shape_options_of(flags: Mapping[str, Any], dry: DryRun | None) -> ShapeOptions:
+    """``shape_options`` over the parsed flags of a parser ``add_shape_arguments`` filled (``vars(args)``); the
+    other keys (the script's own flags) are left alone."""
+    return shape_options(**{name: flags[name] for name in SHAPE_FLAGS}, dry=dry)
 
 
 def shape_options(*, attempts_file: Path | None, problems: int, attempts: int, problem_ids: str,
