@@ -38,18 +38,33 @@ from pathlib import Path
 
 from solver.config import load_config, parse_overrides
 from solver.datasets import load_problems
+from solver.errors import BadInput
 from solver.files import atomic_write
-from solver.measure import (PIPELINE_CONTENDERS, Profile, code_floor, make_plans, real_shape, run_pipelines,
-                            run_raw)
+from solver.measure import (PIPELINE_CONTENDERS, SHAPE_DESCRIPTION, SHAPE_PROG, DryRun, Profile, add_shape_arguments,
+                            code_floor, make_plans, real_shape, run_pipelines, run_raw, shape_options_of)
 
 # A nudge so the tiny model writes code often enough to exercise the sandbox path.
 CODE_HINT = " Write a short Python program that prints the answer."
 
 
+def real_workload(argv: list[str]) -> int:
+    """``--workload real``: the real shape's own flags (``solver.measure.shape``), checked once, then its run."""
+    parser = argparse.ArgumentParser(prog=SHAPE_PROG, description=SHAPE_DESCRIPTION)
+    add_shape_arguments(parser)
+    args = parser.parse_args(argv)
+    dry = DryRun(SHAPE_PROG) if args.dry_run else None
+    try:  # before anything heavy starts
+        options = shape_options_of(vars(args), dry)
+    except BadInput as exc:
+        print(f"{SHAPE_PROG}: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+    return real_shape(options, dry, argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     given = sys.argv[1:] if argv is None else argv
     if "--workload=real" in given or any(a == "--workload" and b == "real" for a, b in zip(given, given[1:])):
-        return real_shape(given)  # recorded attempts: the real shape's own contenders and options
+        return real_workload(given)  # recorded attempts: the real shape's own contenders and options
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", action="store_true",
                         help="GPU-shaped run: preset h100 (unless --preset), 4 problems x 16 repetitions, up to 4 "

@@ -49,9 +49,10 @@ from typing import Any
 from solver.config import Config, ConfigError, Layout, load_config, parse_layout, parse_overrides
 from solver.errors import BadInput
 from solver.files import atomic_write
-from solver.measure import (DryRun, layout_config, layouts_of, load_requests, on_actors, planned_tokens, plan_summary,
-                            prediction, probe_rows, probe_settings, read_tool_times, run_layout, whole_numbers,
-                            scaling_rows, seed_engine, seed_env, served, fixed_tool_times, gpus_here, child_env,
+from solver.measure import (SHAPE_DESCRIPTION, SHAPE_PROG, DryRun, ShapeWorkload, add_shape_arguments, layout_config,
+                            layouts_of, load_requests, on_actors, planned_tokens, plan_summary, prediction, probe_rows,
+                            probe_settings, read_tool_times, run_layout, whole_numbers, scaling_rows, seed_engine,
+                            seed_env, served, fixed_tool_times, gpus_here, child_env, shape_options_of,
                             shape_tool_times, shape_workload, with_package, with_tool_times)
 from solver.processes import run_group
 
@@ -97,26 +98,35 @@ def scaling_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def scaling_child(opts: argparse.Namespace, args: argparse.Namespace) -> int:
+def shape_of(rest: list[str], dry: DryRun | None) -> ShapeWorkload:
+    """The flags that are not scaling's own: engine.py --workload real's, checked once (``shape_options``; every
+    layout runs the pipeline, so the contender is (b1)'s), and their plan."""
+    parser = argparse.ArgumentParser(prog=SHAPE_PROG, description=SHAPE_DESCRIPTION)
+    add_shape_arguments(parser)
+    args = parser.parse_args([*rest, "--contenders", "b1"])
+    return shape_workload(shape_options_of(vars(args), dry))
+
+
+def scaling_child(opts: argparse.Namespace, work: ShapeWorkload, dry: DryRun | None) -> int:
     """One layout in this process: its run, its result file."""
     name = opts.child
     layout = parse_layout(name)
     times = read_tool_times(opts.tool_times_from)
-    if args.dry is not None:
-        config = layout_config(args, layout)
+    if dry is not None:
+        config = layout_config(work.options, layout)
         each = "one GPU" if layout.engine_gpus == 1 else f"{layout.engine_gpus} GPUs"
         where = (f"{layout.replicas} engine actors on a local Ray, {each} each" if layout.replicas > 1 else
                  "one in-process engine")
-        args.dry.engine_args(config, BadInput)
-        args.dry.gpus(config.engine.args, BadInput)  # the layout's engine, on the GPUs its process gets
-        args.dry.add(f"layout {name}: {where}; GPUs visible to its process: "
-                     f"{','.join(gpus_here()) or 'none (CPU)'}; engine args "
-                     f"{json.dumps(config.engine.args, sort_keys=True)}")
-        if args.plan is not None:
-            args.dry.add(f"layout {name}: {planned_tokens(with_tool_times(args.plan, times))} planned tokens, "
-                         f"{len(times)} call times")
-        return args.dry.print()
-    row = run_layout(args, name, layout, times, opts.out, opts.fault, probe_settings(opts.probes, opts.probe_tokens))
+        dry.engine_args(config, BadInput)
+        dry.gpus(config.engine.args, BadInput)  # the layout's engine, on the GPUs its process gets
+        dry.add(f"layout {name}: {where}; GPUs visible to its process: "
+                f"{','.join(gpus_here()) or 'none (CPU)'}; engine args "
+                f"{json.dumps(config.engine.args, sort_keys=True)}")
+        if work.plan is not None:
+            dry.add(f"layout {name}: {planned_tokens(with_tool_times(work.plan, times))} planned tokens, "
+                    f"{len(times)} call times")
+        return dry.print()
+    row = run_layout(work, name, layout, times, opts.out, opts.fault, probe_settings(opts.probes, opts.probe_tokens))
     atomic_write(opts.result, json.dumps(row, indent=1, default=str))
     return 0
 
@@ -135,16 +145,16 @@ def scaling(argv: list[str]) -> int:
         if opts.json is not None and not opts.json.parent.is_dir():
             raise BadInput(f"--json: no folder {opts.json.parent}")
         probe_settings(opts.probes, opts.probe_tokens)  # bad --probes or --probe-tokens fail here
-        args = shape_workload(rest, dry)
-        if args.plan is not None and opts.fault > len(args.plan):
-            raise BadInput(f"--fault {opts.fault}: the workload has {len(args.plan)} problems")
+        work = shape_of(rest, dry)
+        if work.plan is not None and opts.fault > len(work.plan):
+            raise BadInput(f"--fault {opts.fault}: the workload has {len(work.plan)} problems")
         if opts.child is not None:
-            return scaling_child(opts, args)
+            return scaling_child(opts, work, dry)
         envs = {name: child_env(name, x) for name, x in layouts.items()}  # too few GPUs visible fails now
         taken = [name for name in layouts if opts.out is not None and (opts.out / name.replace(":", "")).exists()]
         if taken:
             raise BadInput(f"--out {opts.out} already holds a run of {taken[0]}: choose another --out")
-        time_model = opts.time_model or ("h100-gptoss" if args.gpu else "tiny")
+        time_model = opts.time_model or ("h100-gptoss" if work.options.gpu else "tiny")
         try:
             from solver.timing.model import load_time_model
 
@@ -152,26 +162,27 @@ def scaling(argv: list[str]) -> int:
         except ConfigError as exc:
             raise BadInput(f"--time-model: {str(exc).splitlines()[0]}") from exc
         if dry is not None:
-            return scaling_dry_run(opts, argv, args, layouts, envs, time_model, dry)
+            return scaling_dry_run(opts, argv, work, layouts, envs, time_model, dry)
     except BadInput as exc:
         print(f"layouts.py scaling: error: {exc}", file=sys.stderr)
         return 2
     out = opts.out or Path(tempfile.mkdtemp(prefix="layouts-"))
     out.mkdir(parents=True, exist_ok=True)
     try:
-        times = shape_tool_times(args, opts.tool_times_from)
+        times = shape_tool_times(work, opts.tool_times_from)
     except BadInput as exc:
         print(f"layouts.py scaling: error: {exc}", file=sys.stderr)
         return 2
-    work = plan_summary(with_tool_times(args.plan, times))
-    print(f"workload: {args.caps.line()}: {work['requests']} requests ({work['calls']} calls), {work['tokens']} "
-          f"decoded tokens, contexts up to {work['context_max']}, tool time {work['tool_s']:.1f} s; engine "
-          f"{args.config.engine.model}, {json.dumps(args.config.engine.args, sort_keys=True)}; runs in {out}")
+    summary = plan_summary(with_tool_times(work.plan, times))
+    print(f"workload: {work.caps.line()}: {summary['requests']} requests ({summary['calls']} calls), "
+          f"{summary['tokens']} decoded tokens, contexts up to {summary['context_max']}, tool time "
+          f"{summary['tool_s']:.1f} s; engine "
+          f"{work.config.engine.model}, {json.dumps(work.config.engine.args, sort_keys=True)}; runs in {out}")
     rows: list[dict[str, Any]] = []
 
     def save() -> None:  # after each layout: a call cut off at its limit still returns what it measured
         if opts.json is not None:
-            atomic_write(opts.json, json.dumps({"argv": argv, "workload": work, "caps": asdict(args.caps),
+            atomic_write(opts.json, json.dumps({"argv": argv, "workload": summary, "caps": asdict(work.caps),
                                                 "time_model": time_model, "layouts": rows, "tool_times": times},
                                                indent=1, default=str))
 
@@ -218,30 +229,30 @@ def scaling(argv: list[str]) -> int:
                                                             for r in rows) else 1
 
 
-def scaling_dry_run(opts: argparse.Namespace, argv: list[str], args: argparse.Namespace, layouts: dict[str, Layout],
+def scaling_dry_run(opts: argparse.Namespace, argv: list[str], work: ShapeWorkload, layouts: dict[str, Layout],
                     envs: dict[str, dict[str, str]], time_model: str, dry: DryRun) -> int:
     """``scaling --dry-run``: the tool times' source and the prediction's layout per layout, then each layout's
     process started as the run starts it (its environment, so its GPUs; the same arguments) with ``--dry-run``: it
     parses and plans what it would run. No engine, no sandbox, nothing measured."""
     from solver.timing.model import load_time_model
 
-    dry.engine_args(args.config, BadInput)
-    dry.model(args.config.engine.model, BadInput)
+    dry.engine_args(work.config, BadInput)
+    dry.model(work.config.engine.model, BadInput)
     given = opts.tool_times_from
     if given is not None and not dry.present(given, "--tool-times-from", BadInput):
         given = None
-    if args.plan is None:
+    if work.plan is None:
         times: dict[str, float] = read_tool_times(given) if given is not None else {}
-        dry.add(f"workload: {args.caps.line()} (the attempts file is not here: not planned)")
-    elif given is None and args.tool_time == "measure":
-        times = fixed_tool_times(args.plan, 0.0)
+        dry.add(f"workload: {work.caps.line()} (the attempts file is not here: not planned)")
+    elif given is None and work.tool_time == "measure":
+        times = fixed_tool_times(work.plan, 0.0)
         dry.add(f"tool times: {len(times)} recorded calls would be re-executed here first (not in a dry run)")
     else:
-        times = shape_tool_times(args, given)
+        times = shape_tool_times(work, given)
         dry.add(f"tool times: {len(times)} calls, {sum(times.values()):.1f} s in all")
     model = load_time_model(time_model)
     for name, layout in layouts.items():
-        engine = Layout.of(layout_config(args, layout).engine.args)
+        engine = Layout.of(layout_config(work.options, layout).engine.args)
         try:
             model.figures(engine)
             dry.add(f"layout {name}: predicted on time model {model.name}, layout {engine.name}")

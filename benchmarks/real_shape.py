@@ -16,8 +16,9 @@ drawn among plain words), so the work is identical; (t), (b1) and (s) also send 
 contender: tokens/s, seconds per problem, the prefix-cache hit rate (the engine's counters, and per request),
 preemptions, the KV cache peak and requests running (``Sampler``); then the ratios (b1)/(t) (the solver's cost on
 top of the engine's turns), (b1)/(s) (in-process vs server) and (t)/(a) (the engine's own cost of turns). ``--json``
-writes each contender's per-request timeline and metrics series (``solver.measure.request_timeline``). The options, the
-plan and the run are ``solver.measure.shape``'s (``real_shape``), the contenders ``solver.measure.contenders``'.
+writes each contender's per-request timeline and metrics series (``solver.measure.request_timeline``). The flags are
+``solver.measure.shape``'s (``add_shape_arguments``, checked once by ``shape_options``), the plan and the run its
+``real_shape``, the contenders ``solver.measure.contenders``'.
 
     python benchmarks/engine.py --workload real --attempts 2 --attempt-tokens 300     # CPU, tiny harmony model
     python benchmarks/engine.py --workload real --gpu --model PATH --attempt-tokens 6000 --json out.json
@@ -26,13 +27,25 @@ plan and the run are ``solver.measure.shape``'s (``real_shape``), the contenders
 
 from __future__ import annotations
 
+import argparse
 import sys
 
-from solver.measure import real_shape
+from solver.errors import BadInput
+from solver.measure import SHAPE_DESCRIPTION, SHAPE_PROG, DryRun, add_shape_arguments, real_shape, shape_options_of
 
 
 def main(argv: list[str] | None = None) -> int:
-    return real_shape(argv)
+    given = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog=SHAPE_PROG, description=SHAPE_DESCRIPTION)
+    add_shape_arguments(parser)
+    args = parser.parse_args(given)
+    dry = DryRun(SHAPE_PROG) if args.dry_run else None
+    try:  # the flags checked once, before anything heavy starts
+        options = shape_options_of(vars(args), dry)
+    except BadInput as exc:
+        print(f"{SHAPE_PROG}: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+    return real_shape(options, dry, given)
 
 
 if __name__ == "__main__":

@@ -9,11 +9,12 @@ simulator); ``rehearsal`` (the submission behind a competition's gateway: ``solv
 ``workload`` (recorded attempts as replay plans, forced onto a real engine, their calls answered from the
 recording); ``traced`` (drawn plans the real engine
 follows) on ``wrapped`` (an engine around another); ``request_timeline`` (requests and engine metrics over
-time); ``vllm_probes`` (single-purpose requests to vLLM); ``dryrun`` (what a command would start, checked, nothing started).
-The benchmarks' drivers: ``shape`` (the real shape's options, plan and run: ``engine.py --workload real``) over
-``contenders`` (its four ways to replay the attempts); ``saturation`` (``engine.py``'s raw engine, pipeline and
-rounds); ``scaling`` (``layouts.py``: the layouts by name, each layout's run, the seed's probes) over ``fleet`` (its
-engine actors, servers, processes and GPUs).
+time); ``vllm_probes`` (single-purpose requests to vLLM); ``dryrun`` (what a command would start, checked, nothing
+started).
+The benchmarks' drivers: ``shape`` (the real shape's options, typed and checked once, its plan and run:
+``engine.py --workload real``) over ``contenders`` (its four ways to replay the attempts); ``saturation``
+(``engine.py``'s raw engine, pipeline and rounds); ``scaling`` (``layouts.py``: the layouts by name, each layout's
+run, the seed's probes) over ``fleet`` (its engine actors, servers, processes and GPUs).
 """
 
 from solver.measure.day_held_out import add_answers as add_day_answers
@@ -27,7 +28,9 @@ from solver.measure.rehearsal import rehearse, report_markdown, run_gateway
 from solver.measure.saturation import PIPELINE_CONTENDERS, run_pipelines, run_raw
 from solver.measure.scaling import (layout_config, layouts_of, planned_tokens, prediction, probe_rows, probe_settings,
                                     run_layout, scaling_rows, seed_engine, whole_numbers)
-from solver.measure.shape import read_tool_times, real_shape, shape_tool_times, shape_workload
+from solver.measure.shape import (SHAPE_DESCRIPTION, SHAPE_PROG, ShapeOptions, ShapeWorkload, add_shape_arguments,
+                                  read_tool_times, real_shape, shape_options, shape_options_of, shape_tool_times,
+                                  shape_workload)
 from solver.measure.request_timeline import (RequestRecord, RequestTimeline, Sampler, ServerMetrics, TimedEngine,
                                      in_process_reader)
 from solver.measure.traced import Profile, RepetitionPlan, TracedEngine, code_floor, make_plans, make_script
@@ -43,10 +46,13 @@ __all__ = ["STARTER_CELL", "TOOL_TIME_MODES", "AttemptsOnEngine", "Caps", "DayOp
            "add_day_answers", "cache_tokens", "carried_tool_times", "check_day", "choose", "code_floor", "day_options",
            "decode", "engine_dry_run", "fixed_tool_times", "generate", "ignored", "in_process_reader", "inside",
            "key_of", "make_plans", "make_script", "measure_tool_times", "plan", "plan_summary",
-           "preset_engine", "random_ids", "read_tool_seconds", "recorded_calls", "recorded_code", "rehearse", "rehearse_day",
+           "preset_engine", "random_ids", "read_tool_seconds", "recorded_calls", "recorded_code", "rehearse",
+           "rehearse_day",
            "replay_on_engine", "report_markdown", "resent", "run_gateway", "tool_time_mode", "tool_time_seconds",
            "turns", "warm_up", "with_tool_times",
            "PIPELINE_CONTENDERS", "child_env", "gpus_here", "layout_config", "layouts_of", "load_requests",
            "on_actors", "planned_tokens", "prediction", "probe_rows", "probe_settings", "read_tool_times", "real_shape",
            "run_layout", "run_pipelines", "run_raw", "scaling_rows", "seed_engine", "seed_env", "served",
-           "shape_tool_times", "shape_workload", "whole_numbers", "with_package"]
+           "shape_tool_times", "shape_workload", "whole_numbers", "with_package",
+           "SHAPE_DESCRIPTION", "SHAPE_PROG", "ShapeOptions", "ShapeWorkload", "add_shape_arguments", "shape_options",
+           "shape_options_of"]

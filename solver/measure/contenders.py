@@ -12,7 +12,6 @@ Each contender's per-request timeline and engine metrics (``timeline``), and whe
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 import time
@@ -58,14 +57,14 @@ class ShapeResult:
         return self.tokens / self.seconds if self.seconds else 0.0
 
 
-def build_config(args: argparse.Namespace, overrides: dict[str, Any]) -> Config:
-    """The preset (``h100-gptoss``) as ``preset_engine`` gives it, with the rules off and K attempts at once.
-    Overrides last. ConfigError on a bad value."""
-    config = preset_engine(args.preset, args.gpu)
-    fixed = {"stop.stoppers": [], "stop.first_answer": False, "solve.workers": args.attempts,
-             "solve.reps": args.attempts, "sandbox.code_mode": "stateful"}
-    if args.model:
-        fixed["engine.model"] = args.model
+def build_config(preset: str, gpu: bool, attempts: int, model: str | None, overrides: dict[str, Any]) -> Config:
+    """The preset (``h100-gptoss``) as ``preset_engine`` gives it (``gpu``: its own engine), with the rules off and
+    ``attempts`` at once; ``model``: engine.model. Overrides last. ConfigError on a bad value."""
+    config = preset_engine(preset, gpu)
+    fixed = {"stop.stoppers": [], "stop.first_answer": False, "solve.workers": attempts,
+             "solve.reps": attempts, "sandbox.code_mode": "stateful"}
+    if model:
+        fixed["engine.model"] = model
     return config.replace({**overrides, **fixed})
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from types import SimpleNamespace
+from typing import Any
 
 from solver.config import Config
 from solver.dialects import TurnOutput, make_dialect
@@ -90,6 +91,14 @@ class Meter:
         return metered
 
 
+@dataclass(frozen=True)
+class MeteredSession:
+    """An engine session as the repetition sees it: its stream through a ``Meter``, its close as it is."""
+
+    stream: Callable[..., Any]  # request -> async iterator of deltas
+    close: Callable[[], Any]  # -> awaitable
+
+
 class MeteredEngine:
     """The engine as the repetition sees it, each stream (and each session's stream) through a ``Meter``."""
 
@@ -110,7 +119,7 @@ class MeteredEngine:
         self.sessions.append(session)
         meter = self.meter
 
-        return SimpleNamespace(stream=meter.wrap(session.stream), close=session.close)
+        return MeteredSession(meter.wrap(session.stream), session.close)
 
 
 class IdleSampler:

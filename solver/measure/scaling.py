@@ -6,20 +6,22 @@ prediction of it, the scaling table, and the seed's engine start, KV cache and d
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from solver.config import Config, ConfigError, Layout, parse_layout
 from solver.errors import BadInput
 from solver.measure.fleet import ReplayActor, gpu_placement, kill_engine
 from solver.measure.vllm_probes import cache_tokens, generate, random_ids, resent
 from solver.measure.workload import HarmonyEndings, recorded_calls, replay_on_engine, warm_up, with_tool_times
+
+if TYPE_CHECKING:
+    from solver.measure.shape import ShapeOptions, ShapeWorkload
 
 
 def layouts_of(text: str) -> dict[str, Layout]:
@@ -41,13 +43,12 @@ def layouts_of(text: str) -> dict[str, Layout]:
     return out
 
 
-def layout_config(args: argparse.Namespace, layout: Layout) -> Config:
+def layout_config(options: ShapeOptions, layout: Layout) -> Config:
     """The workload's config in the layout, with no time budget for any layout (a cluster run has none, and a
     budget refuses several problems at once)."""
     from solver.core.budget import without_budget
 
-    workers = args.sandbox_workers or args.attempts
-    return without_budget(args.config).replace({"sandbox.workers": workers, **layout.run_overrides()})
+    return without_budget(options.config).replace({"sandbox.workers": options.workers, **layout.run_overrides()})
 
 
 def planned_tokens(problems: list[list[Any]]) -> int:
@@ -191,14 +192,16 @@ def probe_settings(probes: str | None, probe_tokens: str) -> dict[str, Any] | No
     return {"seqs": whole_numbers(probes, "--probes"), "prompt": tokens[0], "decode": tokens[1]}
 
 
-def run_layout(args: argparse.Namespace, name: str, layout: Layout, times: dict[str, float], out: Path,
+def run_layout(work: ShapeWorkload, name: str, layout: Layout, times: dict[str, float], out: Path,
                fault: int, probes: dict[str, Any] | None) -> dict[str, Any]:
-    """One layout's run in this process (``scaling``'s child): the workload ``args`` (``shape_workload``) with the
+    """One layout's run in this process (``scaling``'s child): the workload ``work`` (``shape_workload``) with the
     tool times ``times``, in ``out``/its name; then the fault run (replicas) or the probes (in process). Its row."""
-    config = layout_config(args, layout)
-    problems = with_tool_times(args.plan, times)
+    if work.plan is None:
+        raise BadInput(f"--attempts-file: {work.options.attempts_file} is not here: no plan to run")
+    config = layout_config(work.options, layout)
+    problems = with_tool_times(work.plan, times)
     run_dir = out / name.replace(":", "")
-    if not args.gpu:
+    if not work.options.gpu:
         for key, value in config.engine.env.items():
             os.environ.setdefault(key, str(value))
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
@@ -207,7 +210,7 @@ def run_layout(args: argparse.Namespace, name: str, layout: Layout, times: dict[
     else:
         row = asyncio.run(in_process_layout(config, problems, run_dir, probes))
     row.update(layout=name, sizes=asdict(layout), gpus=layout.gpus, run_dir=str(run_dir),
-               planned=planned_tokens(problems), problems=len(problems), attempts=args.attempts,
+               planned=planned_tokens(problems), problems=len(problems), attempts=work.options.attempts,
                engine_args=config.engine.args)
     return row
 

@@ -1,6 +1,7 @@
-"""The real shape on the engine (``benchmarks/engine.py --workload real``, ``benchmarks/real_shape.py``): its
-options, checked (``parse_shape``: the layout benchmark's scaling takes the same), the plan of recorded attempts
-with its tool times, the dry run, and the run of the contenders (``contenders``) with its table and JSON record.
+"""The real shape on the engine (``benchmarks/engine.py --workload real``, ``benchmarks/real_shape.py``): its flags
+(``add_shape_arguments``, on the script's own parser) checked once into ``ShapeOptions`` (``shape_options``: the
+layout benchmark's scaling takes the same), the plan of recorded attempts (``ShapeWorkload``) with its tool times,
+the dry run, and the run of the contenders (``contenders``) with its table and JSON record.
 """
 
 from __future__ import annotations
@@ -11,27 +12,28 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from solver.config import ConfigError, parse_overrides
+from solver.config import Config, ConfigError, parse_overrides
 from solver.errors import BadInput
 from solver.files import atomic_write
 from solver.measure.contenders import SHAPE_CONTENDERS, build_config, identical_work, run_contenders, shape_report
 from solver.measure.dryrun import DryRun
 from solver.replay import attempts_path
-from solver.measure.workload import (TOOL_TIME_MODES, Caps, HarmonyEndings, PlanError,
-                                     carried_tool_times, fixed_tool_times, key_of, measure_tool_times, plan,
-                                     plan_summary, read_tool_seconds, tool_time_mode, tool_time_seconds,
-                                     with_tool_times)
+from solver.measure.workload import (TOOL_TIME_MODES, Caps, HarmonyEndings, Replay, carried_tool_times,
+                                     fixed_tool_times, key_of, measure_tool_times, plan, plan_summary,
+                                     read_tool_seconds, tool_time_mode, tool_time_seconds, with_tool_times)
 
-DESCRIPTION = "The real shape on the engine: recorded gpt-oss-120b attempts replayed through four contenders."
+SHAPE_PROG = "engine.py --workload real"  # its name in the usage and the errors, whichever script runs it
+SHAPE_DESCRIPTION = "The real shape on the engine: recorded gpt-oss-120b attempts replayed through four contenders."
 
 
-def parse_shape(argv: list[str] | None, dry: DryRun | None = None) -> argparse.Namespace:
-    """The options, checked, with ``config`` built; ``dry`` (or ``--dry-run``): the dry run that records what it
-    skipped (an attempts file only on the GPU machine: ``attempts_here`` False)."""
-    parser = argparse.ArgumentParser(prog="engine.py --workload real", description=DESCRIPTION)
+def add_shape_arguments(parser: argparse.ArgumentParser) -> None:
+    """The real shape's flags on a script's own parser (``engine.py --workload real``, ``real_shape.py``, and the
+    flags ``layouts.py scaling`` passes on); ``shape_options`` checks what they parse to."""
     parser.add_argument("--workload", choices=("real",), default="real")
     parser.add_argument("--attempts-file", type=Path, default=None,
                         help="recorded attempts (token traces; the dev file, or an extract written by "
@@ -61,91 +63,171 @@ def parse_shape(argv: list[str] | None, dry: DryRun | None = None) -> argparse.N
                         help="config override, e.g. --set engine.args.gpu_memory_utilization=0.95")
     parser.add_argument("--dry-run", action="store_true",
                         help="parse, plan and check, start nothing (solver/measure/dryrun.py)")
-    args = parser.parse_args(argv)
-    args.dry = dry if dry is not None else DryRun("engine.py --workload real") if args.dry_run else None
-    args.keys = [k.strip() for k in args.contenders.split(",") if k.strip()]
-    if not args.keys or not set(args.keys) <= set(SHAPE_CONTENDERS):
-        raise BadInput(f"--contenders: choose among {', '.join(SHAPE_CONTENDERS)}, not {args.contenders!r}")
-    args.keys = [k for k in SHAPE_CONTENDERS if k in args.keys]  # (a), (t), (b1) share an engine; (s) starts its own
-    for name in ("problems", "attempts", "attempt_tokens", "attempt_requests", "sandbox_workers"):
-        value = getattr(args, name)
+
+
+@dataclass(frozen=True)
+class ShapeOptions:
+    """The real shape's flags checked and completed (``shape_options``): everything its runs read. Tokens are
+    decoded tokens."""
+
+    attempts_file: Path  # the recorded attempts (the setting as the command runs where the flag was left out)
+    problems: int  # the first N problems with at least ``attempts`` attempts, one after another (>= 1)
+    problem_ids: tuple[str, ...]  # these problems, in order (empty: the first ``problems``)
+    attempts: int  # per problem, all at once (>= 1)
+    attempt_tokens: int | None  # cap: tokens decoded per attempt (None: uncapped)
+    attempt_requests: int | None  # cap: requests per attempt (None: uncapped)
+    tool_time: str  # as given: "auto", "carried", "measure" or seconds per call
+    tool_s: float | None  # seconds per call where ``tool_time`` gives them, else None
+    sandbox_workers: int | None  # snippets at once in the pipelines' sandbox (None: ``attempts``)
+    keys: tuple[str, ...]  # the contenders, in the order they run (SHAPE_CONTENDERS')
+    gpu: bool  # the preset's own engine (else the tiny preset's CPU engine and the tiny harmony model)
+    preset: str
+    model: str | None  # engine.model: a local path (None: the preset's)
+    json: Path | None  # the result and timelines (None: printed only)
+    config: Config  # the preset's engine, the rules off, ``attempts`` at once, the overrides and ``model``
+    attempts_here: bool  # the attempts file is on this machine (a dry run of a GPU machine's command may lack it)
+
+    @property
+    def caps(self) -> Caps:
+        """The plan's caps: the problems (the given ids, else the first ``problems``), attempts, tokens, requests."""
+        only = self.problem_ids
+        return Caps(len(only) or self.problems, self.attempts, self.attempt_tokens, self.attempt_requests, only)
+
+    @property
+    def workers(self) -> int:
+        """Snippets at once in the pipelines' sandbox: one per attempt unless given (the calls only sleep)."""
+        return self.sandbox_workers or self.attempts
+
+
+# The flags ``add_shape_arguments`` adds, by the names ``shape_options`` takes them.
+SHAPE_FLAGS = ("attempts_file", "problems", "attempts", "problem_ids", "attempt_tokens", "attempt_requests",
+               "tool_time", "sandbox_workers", "contenders", "gpu", "preset", "model", "json", "overrides")
+
+
+def shape_options_of(flags: Mapping[str, Any], dry: DryRun | None) -> ShapeOptions:
+    """``shape_options`` over the parsed flags of a parser ``add_shape_arguments`` filled (``vars(args)``); the
+    other keys (the script's own flags) are left alone."""
+    return shape_options(**{name: flags[name] for name in SHAPE_FLAGS}, dry=dry)
+
+
+def shape_options(*, attempts_file: Path | None, problems: int, attempts: int, problem_ids: str,
+                  attempt_tokens: int | None, attempt_requests: int | None, tool_time: str,
+                  sandbox_workers: int | None, contenders: str, gpu: bool, preset: str, model: str | None,
+                  json: Path | None, overrides: Sequence[str], dry: DryRun | None) -> ShapeOptions:
+    """The flags (as ``add_shape_arguments`` names them) checked and completed: the contenders in their order, the
+    default attempts file, the config; ``BadInput`` (one line) for one that cannot run, before anything heavy
+    starts. ``dry``: the command's ``DryRun`` (an attempts file only on the GPU machine: ``attempts_here`` False),
+    or None."""
+    keys = [k.strip() for k in contenders.split(",") if k.strip()]
+    if not keys or not set(keys) <= set(SHAPE_CONTENDERS):
+        raise BadInput(f"--contenders: choose among {', '.join(SHAPE_CONTENDERS)}, not {contenders!r}")
+    for name, value in (("problems", problems), ("attempts", attempts), ("attempt_tokens", attempt_tokens),
+                        ("attempt_requests", attempt_requests), ("sandbox_workers", sandbox_workers)):
         if value is not None and value < 1:
             raise BadInput(f"--{name.replace('_', '-')} must be >= 1")
-    if args.tool_time not in TOOL_TIME_MODES:
-        args.tool_s = tool_time_seconds(args.tool_time, BadInput)
-    if args.attempts_file is None:  # the setting as the command runs (solver.replay.attempts_path)
-        args.attempts_file = attempts_path()
-    args.attempts_here = args.dry.present(args.attempts_file, "--attempts-file", BadInput) if args.dry else True
-    if args.attempts_here and not args.attempts_file.is_file():
-        raise BadInput(f"--attempts-file: no file {args.attempts_file}")
-    if args.json is not None and not args.json.parent.is_dir():
-        raise BadInput(f"--json: no folder {args.json.parent}")
+    tool_s = None if tool_time in TOOL_TIME_MODES else tool_time_seconds(tool_time, BadInput)
+    if attempts_file is None:  # the setting as the command runs (solver.replay.attempts_path)
+        attempts_file = attempts_path()
+    attempts_here = dry.present(attempts_file, "--attempts-file", BadInput) if dry else True
+    if attempts_here and not attempts_file.is_file():
+        raise BadInput(f"--attempts-file: no file {attempts_file}")
+    if json is not None and not json.parent.is_dir():
+        raise BadInput(f"--json: no folder {json.parent}")
     try:
-        args.config = build_config(args, parse_overrides(args.overrides))
+        config = build_config(preset, gpu, attempts, model, parse_overrides(overrides))
     except (ConfigError, ValueError) as exc:
         raise BadInput(str(exc).splitlines()[0]) from exc
-    return args
+    return ShapeOptions(attempts_file, problems, tuple(p.strip() for p in problem_ids.split(",") if p.strip()),
+                        attempts, attempt_tokens, attempt_requests, tool_time, tool_s, sandbox_workers,
+                        tuple(k for k in SHAPE_CONTENDERS if k in keys),  # (a), (t), (b1) share an engine; (s) its own
+                        gpu, preset, model, json, config, attempts_here)
 
 
-def tool_source(args: argparse.Namespace) -> str:
-    """Where the tool times come from, as the report says it.
+def tool_source(mode: str, tool_s: float | None) -> str:
+    """Where the tool times come from, as the report says it: ``mode`` as ``tool_time_mode`` resolved it.
 
-    >>> tool_source(argparse.Namespace(tool_time="carried"))
+    >>> tool_source("carried", None)
     'carried with the extract'
-    >>> tool_source(argparse.Namespace(tool_time="0.5", tool_s=0.5))
+    >>> tool_source("0.5", 0.5)
     '0.5 s per call'
     """
-    return {"measure": "measured", "carried": "carried with the extract"}.get(args.tool_time,
-                                                                            f"{getattr(args, 'tool_s', 0)} s per call")
+    return {"measure": "measured", "carried": "carried with the extract"}.get(mode, f"{tool_s} s per call")
 
 
-def shape_dry_run(args: argparse.Namespace, caps: Caps) -> int:
+@dataclass(frozen=True)
+class ShapeWorkload:
+    """The real shape's planned work (``shape_workload``): its options, caps, the tool time's source and the
+    problems' replays."""
+
+    options: ShapeOptions
+    caps: Caps
+    tool_time: str  # "carried", "measure" or seconds as given: ``auto`` resolved; as given where not planned
+    plan: list[list[Replay]] | None  # per problem its attempts' replays; None: the attempts file is not here
+
+    @property
+    def config(self) -> Config:
+        return self.options.config
+
+    @property
+    def tool_source(self) -> str:
+        return tool_source(self.tool_time, self.options.tool_s)
+
+
+def shape_workload(options: ShapeOptions) -> ShapeWorkload:
+    """The options' plan: ``tool_time`` resolved as ``workload.tool_time_mode`` resolves it (``auto`` is the
+    extract's carried seconds when it has them, else measure), and the plan made with the carried seconds when
+    those are the ones used. An attempts file not here (a dry run) leaves ``plan`` None. ``BadInput`` (one line)."""
+    from solver.replay import TraceError, read_attempts
+
+    caps = options.caps
+    if not options.attempts_here:
+        return ShapeWorkload(options, caps, options.tool_time, None)
+    try:
+        carried = read_tool_seconds(options.attempts_file)
+        mode = tool_time_mode(options.tool_time, carried, options.attempts_file, BadInput)
+        problems = plan(read_attempts(options.attempts_file), caps, options.config,
+                        carried if mode == "carried" else None)
+    except (BadInput, TraceError) as exc:  # PlanError and ConfigError are BadInputs
+        raise BadInput(str(exc).splitlines()[0]) from exc
+    return ShapeWorkload(options, caps, mode, problems)
+
+
+def shape_dry_run(work: ShapeWorkload, dry: DryRun) -> int:
     """``--dry-run``: the plan as the run makes it (where the attempts file is here), the tool time's source, the
     model and the contenders; nothing measured, no engine."""
-    from solver.replay import read_attempts
-
-    dry = args.dry
-    dry.engine(args.config, BadInput)
-    if args.attempts_here:
-        carried = read_tool_seconds(args.attempts_file)
-        args.tool_time = tool_time_mode(args.tool_time, carried, args.attempts_file, BadInput)
-        problems = plan(read_attempts(args.attempts_file), caps, args.config,
-                        carried if args.tool_time == "carried" else None)
-        work = plan_summary(problems)
-        dry.add(f"workload: {caps.line()}: {work['requests']} requests ({work['calls']} calls), {work['tokens']} "
-                f"decoded tokens; tool time {tool_source(args)}")
+    caps, config = work.caps, work.config
+    if work.plan is not None:
+        summary = plan_summary(work.plan)
+        dry.add(f"workload: {caps.line()}: {summary['requests']} requests ({summary['calls']} calls), "
+                f"{summary['tokens']} decoded tokens; tool time {work.tool_source}")
     else:
         dry.add(f"workload: {caps.line()} (the attempts file is not here: not planned)")
-    dry.add(f"contenders {', '.join(args.keys)} on {args.config.engine.name}, engine args "
-            f"{json.dumps(args.config.engine.args, sort_keys=True)}")
+    dry.add(f"contenders {', '.join(work.options.keys)} on {config.engine.name}, engine args "
+            f"{json.dumps(config.engine.args, sort_keys=True)}")
     return dry.print()
 
 
-def real_shape(argv: list[str] | None = None) -> int:
-    """``benchmarks/engine.py --workload real`` (and ``benchmarks/real_shape.py``): parse, plan, run the contenders,
-    print their table; 0, or 2 on bad input before anything starts."""
-    from solver.replay import TraceError, read_attempts
-
+def real_shape(options: ShapeOptions, dry: DryRun | None, argv: list[str]) -> int:
+    """``benchmarks/engine.py --workload real`` (and ``benchmarks/real_shape.py``) on its checked ``options``
+    (``argv``: the command's arguments, for the JSON record): plan, run the contenders, print their table; 0, or 2
+    on bad input before anything starts. ``dry``: the ``--dry-run``'s ``DryRun``."""
     try:
-        args = parse_shape(argv)
-        only = tuple(p.strip() for p in args.problem_ids.split(",") if p.strip())
-        config, caps = args.config, Caps(len(only) or args.problems, args.attempts, args.attempt_tokens,
-                                         args.attempt_requests, only)
-        if args.dry is not None:
-            return shape_dry_run(args, caps)
-        carried = read_tool_seconds(args.attempts_file)
-        args.tool_time = tool_time_mode(args.tool_time, carried, args.attempts_file, BadInput)
-        problems = plan(read_attempts(args.attempts_file), caps, config,
-                        carried if args.tool_time == "carried" else None)
-    except (BadInput, TraceError, PlanError, ConfigError) as exc:
-        print(f"engine.py --workload real: error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        if dry is not None:
+            dry.engine(options.config, BadInput)
+        work = shape_workload(options)
+        if dry is not None:
+            return shape_dry_run(work, dry)
+    except BadInput as exc:  # TraceError, PlanError and ConfigError arrive as BadInputs
+        print(f"{SHAPE_PROG}: error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
-    if not args.gpu:
+    assert work.plan is not None  # no dry run: the attempts file is here
+    config, caps, problems = work.config, work.caps, work.plan
+    if not options.gpu:
         for key, value in config.engine.env.items():
             os.environ.setdefault(key, str(value))
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     script = HarmonyEndings()
-    if args.tool_time == "measure":
+    if work.tool_time == "measure":
         from solver.sandbox.pool import create_sandbox
 
         async def measure() -> dict[str, float]:
@@ -160,34 +242,32 @@ def real_shape(argv: list[str] | None = None) -> int:
         times = asyncio.run(measure())
         print(f"tool times: re-executed {len(times)} recorded calls in our sandbox in "
               f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    elif args.tool_time == "carried":
+    elif work.tool_time == "carried":
         times = {}
-        print(f"tool times: carried with {args.attempts_file} (measured once, not again)", file=sys.stderr)
+        print(f"tool times: carried with {options.attempts_file} (measured once, not again)", file=sys.stderr)
     else:
-        times = fixed_tool_times(problems, args.tool_s)
+        times = fixed_tool_times(problems, options.tool_s)
     problems = with_tool_times(problems, times)
-    work = plan_summary(problems)
+    summary = plan_summary(problems)
     limits = {"max_tokens": config.sampling.max_tokens, "max_total_tokens": config.sampling.max_total_tokens,
               "max_turns": config.sampling.max_turns, "max_model_len": config.engine.args.get("max_model_len")}
-    print(f"workload: real attempts from {args.attempts_file}: {caps.line()}; the config's limits: "
+    print(f"workload: real attempts from {options.attempts_file}: {caps.line()}; the config's limits: "
           f"{limits['max_tokens']} tokens per request, {limits['max_total_tokens']} per attempt, "
           f"{limits['max_turns']} requests, context {limits['max_model_len']}")
-    print(f"replayed: {work['requests']} requests ({work['calls']} calls), {work['tokens']} decoded tokens of the "
-          f"recorded {work['recorded_tokens']}, contexts up to {work['context_max']} (median "
-          f"{work['context_median']}); tool time {work['tool_s']:.1f} s "
-          f"({tool_source(args)}), the slowest attempt's "
-          f"per problem {work['tool_floor_s']:.1f} s in all; engine {config.engine.model}, "
+    print(f"replayed: {summary['requests']} requests ({summary['calls']} calls), {summary['tokens']} decoded tokens "
+          f"of the recorded {summary['recorded_tokens']}, contexts up to {summary['context_max']} (median "
+          f"{summary['context_median']}); tool time {summary['tool_s']:.1f} s ({work.tool_source}), the slowest "
+          f"attempt's per problem {summary['tool_floor_s']:.1f} s in all; engine {config.engine.model}, "
           f"{json.dumps(config.engine.args, sort_keys=True)}")
-    workers = args.sandbox_workers or args.attempts
-    results = run_contenders(config, problems, args.keys, script, workers)
+    results = run_contenders(config, problems, list(options.keys), script, options.workers)
     lines, found = shape_report(results, problems)
     for line in lines:
         print(line)
-    if args.json is not None:
+    if options.json is not None:
         record = {
-            "argv": sys.argv[1:] if argv is None else argv, "attempts_file": str(args.attempts_file),
-            "preset": args.preset, "model": config.engine.model, "engine_args": config.engine.args,
-            "caps": asdict(caps), "limits": limits, "tool_time": args.tool_time, "workload": work,
+            "argv": argv, "attempts_file": str(options.attempts_file),
+            "preset": options.preset, "model": config.engine.model, "engine_args": config.engine.args,
+            "caps": asdict(caps), "limits": limits, "tool_time": work.tool_time, "workload": summary,
             "plan": [{"problem": r.problem.id, "attempt": r.index,
                       "steps": [{"tokens": s.tokens, "call": s.call, "tool_s": round(s.tool_s, 4),
                                  "prompt_tokens": s.prompt_tokens, "ending": len(s.ending),
@@ -203,34 +283,11 @@ def real_shape(argv: list[str] | None = None) -> int:
                             "series": {"columns": ["t", "running", "waiting", "kv_usage"], "rows": r.series}}
                            for r in results],
             "ratios": found, "identical_work": not identical_work(results, problems)}
-        atomic_write(args.json, json.dumps(record, indent=1))
+        atomic_write(options.json, json.dumps(record, indent=1))
     return 0
 
 
 # -- the same workload on the layout benchmark's layouts (``scaling``) --
-
-
-def shape_workload(rest: list[str], dry: DryRun | None = None) -> argparse.Namespace:
-    """engine.py --workload real's own options (``parse_shape``), its config and its plan; ``tool_time`` resolved
-    as engine.py resolves it (``workload.tool_time_mode``: ``auto`` is the extract's carried seconds when it has
-    them, else measure), and the plan made with the carried seconds when those are the ones used. ``dry``: a dry
-    run; an attempts file only on the GPU machine leaves ``plan`` None."""
-    from solver.replay import TraceError, read_attempts
-
-    try:
-        args = parse_shape([*rest, "--contenders", "b1"], dry)
-        only = tuple(p.strip() for p in args.problem_ids.split(",") if p.strip())
-        args.caps = Caps(len(only) or args.problems, args.attempts, args.attempt_tokens, args.attempt_requests, only)
-        args.plan = None
-        if not args.attempts_here:
-            return args
-        carried = read_tool_seconds(args.attempts_file)
-        args.tool_time = tool_time_mode(args.tool_time, carried, args.attempts_file, BadInput)
-        args.plan = plan(read_attempts(args.attempts_file), args.caps, args.config,
-                         carried if args.tool_time == "carried" else None)
-    except (BadInput, TraceError) as exc:  # PlanError and ConfigError are BadInputs
-        raise BadInput(str(exc).splitlines()[0]) from exc
-    return args
 
 
 def read_tool_times(path: Path) -> dict[str, float]:
@@ -245,30 +302,33 @@ def read_tool_times(path: Path) -> dict[str, float]:
     return {str(k): float(v) for k, v in times.items()}
 
 
-def shape_tool_times(args: argparse.Namespace, given: Path | None) -> dict[str, float]:
-    """Seconds per replayed call: from ``given`` (an earlier call's), carried with the extract, measured once here
-    (re-executed in our sandbox) or fixed (``args.tool_time`` as ``shape_workload`` resolved it); every layout's
-    process then waits the same."""
+def shape_tool_times(work: ShapeWorkload, given: Path | None) -> dict[str, float]:
+    """Seconds per replayed call of ``work``'s plan: from ``given`` (an earlier call's), carried with the extract,
+    measured once here (re-executed in our sandbox) or fixed (``work.tool_time`` as ``shape_workload`` resolved it);
+    every layout's process then waits the same."""
+    problems = work.plan
+    if problems is None:
+        raise BadInput(f"--attempts-file: {work.options.attempts_file} is not here: no plan to time")
     if given is not None:
         times = read_tool_times(given)
-        calls = [key_of(r.problem.id, r.index, t) for rs in args.plan for r in rs for t, step in enumerate(r.steps)
+        calls = [key_of(r.problem.id, r.index, t) for rs in problems for r in rs for t, step in enumerate(r.steps)
                  if step.call]
         missing = [k for k in calls if k not in times]
         if missing:
             raise BadInput(f"--tool-times-from: {given} has no time for {len(missing)} of the {len(calls)} calls "
                            f"(e.g. {missing[0]}): another workload")
         return times
-    if args.tool_time == "carried":
-        return carried_tool_times(args.plan)
-    if args.tool_time != "measure":
-        return fixed_tool_times(args.plan, args.tool_s)
+    if work.tool_time == "carried":
+        return carried_tool_times(problems)
+    if work.tool_time != "measure":
+        return fixed_tool_times(problems, work.options.tool_s)
     from solver.sandbox.pool import create_sandbox
 
     async def measure() -> dict[str, float]:
-        sandbox = create_sandbox(args.config.sandbox)
+        sandbox = create_sandbox(work.config.sandbox)
         await sandbox.start()
         try:
-            return await measure_tool_times(args.plan, sandbox, args.config.sandbox.timeout_s)
+            return await measure_tool_times(problems, sandbox, work.config.sandbox.timeout_s)
         finally:
             await sandbox.close()
 

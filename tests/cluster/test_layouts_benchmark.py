@@ -14,7 +14,7 @@ import sys
 import pytest
 from conftest import ROOT
 
-from solver.measure import shape_tool_times, shape_workload
+from solver.measure import shape_options, shape_tool_times, shape_workload
 
 BENCHMARKS = ROOT / "benchmarks"
 
@@ -81,17 +81,26 @@ def carried_extract(real_attempts_path, tmp_path_factory):
                          ("aimo3-15245", "aimo3-160"), 2, 0.5)
 
 
+def planned(attempts_file, tool_time: str = "auto"):
+    """The scaling parent's workload: 2 problems x 2 attempts of ``attempts_file``, 300 tokens each, as the flags'
+    defaults leave the rest (``add_shape_arguments``), checked and planned."""
+    return shape_workload(shape_options(
+        attempts_file=attempts_file, problems=2, attempts=2, problem_ids="", attempt_tokens=300, attempt_requests=None,
+        tool_time=tool_time, sandbox_workers=None, contenders="b1", gpu=False, preset="h100-gptoss", model=None,
+        json=None, overrides=[], dry=None))
+
+
 def test_scaling_without_tool_time_takes_the_extracts_seconds(carried_extract):
     """``scaling`` with no ``--tool-time`` (the GPU command as written): the parent's tool times, read before any
     layout's process starts, are the extract's carried seconds (before: AttributeError on ``args.tool_s``)."""
-    args = shape_workload(["--attempts-file", str(carried_extract), "--problems", "2", "--attempts", "2",
-                             "--attempt-tokens", "300"])
-    times = shape_tool_times(args, None)
-    calls = [s for rs in args.plan for r in rs for s in r.steps if s.call]
-    assert args.tool_time == "carried" and calls and len(times) == len(calls)
+    work = planned(carried_extract)
+    times = shape_tool_times(work, None)
+    calls = [s for rs in work.plan for r in rs for s in r.steps if s.call]
+    assert work.tool_time == "carried" and work.tool_source == "carried with the extract"
+    assert calls and len(times) == len(calls)
     assert set(times.values()) == {0.5}
-    fixed = shape_workload(["--attempts-file", str(carried_extract), "--problems", "2", "--attempts", "2",
-                              "--attempt-tokens", "300", "--tool-time", "0.05"])
+    fixed = planned(carried_extract, "0.05")
+    assert fixed.tool_time == "0.05" and fixed.tool_source == "0.05 s per call"
     assert set(shape_tool_times(fixed, None).values()) == {0.05}
 
 
