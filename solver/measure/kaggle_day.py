@@ -33,7 +33,8 @@ One device call is one command, the same for every call of a slice:
 
 Per problem the JSON and the printed table give the seconds and decoded tokens, attempts finished and cancelled,
 the prefix-cache hit rate, preemptions and KV peak (the engine's metrics, polled), whether the deadline cut it,
-the stop reason and the answer; with each problem's request timeline and metrics series (``solver.measure.request_timeline``).
+the stop reason and the answer; with each problem's request timeline and metrics series
+(``solver.measure.request_timeline``).
 
     solver day --attempts-file X --problems 2 --attempts 4 --attempt-tokens 300 --json /tmp/day.json --resume
     solver day --gpu --model M --attempts-file X --problems 6 --until 520 --json .gpu/day/slice.json --resume
