@@ -7,7 +7,6 @@ parsed flags, ``day_check.add_answers`` the flags a day file was run with.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -229,18 +228,9 @@ def load_plan(options: DayOptions, measure: bool = True) -> tuple[list[list[Repl
     mode = tool_time_mode(options.tool_time, carried, options.attempts_file, BadInput)
     problems = plan(attempts, caps, options.base, carried if mode == "carried" else None)
     if mode == "measure" and measure:
-        from solver.measure.workload import measure_tool_times
-        from solver.sandbox.pool import create_sandbox
+        from solver.measure.workload import measure_tool_times_alone
 
-        async def measure() -> dict[str, float]:
-            sandbox = create_sandbox(options.base.sandbox)
-            await sandbox.start()
-            try:
-                return await measure_tool_times(problems, sandbox, options.base.sandbox.timeout_s)
-            finally:
-                await sandbox.close()
-
-        problems = with_tool_times(problems, asyncio.run(measure()))
+        problems = with_tool_times(problems, measure_tool_times_alone(problems, options.base.sandbox))
     elif mode not in ("carried", "measure") and options.tool_s is not None:
         # fixed seconds a call; a dry run's calls to measure keep none
         problems = with_tool_times(problems, fixed_tool_times(problems, options.tool_s))

@@ -7,7 +7,6 @@ the dry run, and the run of the contenders (``contenders``) with its table and J
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -24,7 +23,7 @@ from solver.measure.contenders import SHAPE_CONTENDERS, build_config, identical_
 from solver.measure.dryrun import DryRun
 from solver.replay import attempts_path
 from solver.measure.workload import (TOOL_TIME_MODES, Caps, HarmonyEndings, Replay, carried_tool_times,
-                                     fixed_tool_times, key_of, measure_tool_times, plan, plan_summary,
+                                     fixed_tool_times, key_of, measure_tool_times_alone, plan, plan_summary,
                                      read_tool_seconds, tool_time_mode, tool_time_seconds, with_tool_times)
 
 SHAPE_PROG = "engine.py --workload real"  # its name in the usage and the errors, whichever script runs it
@@ -228,18 +227,8 @@ def real_shape(options: ShapeOptions, dry: DryRun | None, argv: list[str]) -> in
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     script = HarmonyEndings()
     if work.tool_time == "measure":
-        from solver.sandbox.pool import create_sandbox
-
-        async def measure() -> dict[str, float]:
-            sandbox = create_sandbox(config.sandbox)
-            await sandbox.start()
-            try:
-                return await measure_tool_times(problems, sandbox, config.sandbox.timeout_s)
-            finally:
-                await sandbox.close()
-
         t0 = time.perf_counter()
-        times = asyncio.run(measure())
+        times = measure_tool_times_alone(problems, config.sandbox)
         print(f"tool times: re-executed {len(times)} recorded calls in our sandbox in "
               f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
     elif work.tool_time == "carried":
@@ -322,17 +311,7 @@ def shape_tool_times(work: ShapeWorkload, given: Path | None) -> dict[str, float
         return carried_tool_times(problems)
     if work.tool_time != "measure":
         return fixed_tool_times(problems, work.options.tool_s)
-    from solver.sandbox.pool import create_sandbox
-
-    async def measure() -> dict[str, float]:
-        sandbox = create_sandbox(work.config.sandbox)
-        await sandbox.start()
-        try:
-            return await measure_tool_times(problems, sandbox, work.config.sandbox.timeout_s)
-        finally:
-            await sandbox.close()
-
     t0 = time.perf_counter()
-    times = asyncio.run(measure())
+    times = measure_tool_times_alone(problems, work.config.sandbox)
     print(f"tool times: re-executed {len(times)} recorded calls in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     return times

@@ -432,6 +432,24 @@ async def measure_tool_times(problems: list[list[Replay]], sandbox: Any, timeout
             for turn, value in zip((t for t, s in enumerate(r.steps) if s.call), times)}
 
 
+
+def measure_tool_times_alone(problems: list[list[Replay]], sandbox_config: Any) -> dict[str, float]:
+    """``measure_tool_times`` in a sandbox pool of its own (``sandbox_config``'s), started and closed here, for a
+    caller outside any event loop (the day's plan, the real shape's)."""
+    import asyncio
+
+    from solver.sandbox.pool import create_sandbox
+
+    async def measure() -> dict[str, float]:
+        sandbox = create_sandbox(sandbox_config)
+        await sandbox.start()
+        try:
+            return await measure_tool_times(problems, sandbox, sandbox_config.timeout_s)
+        finally:
+            await sandbox.close()
+
+    return asyncio.run(measure())
+
 def recorded_calls(inner: Any, problems: list[list[Replay]], style: OutputStyle,
                    timeout_s: float) -> replay.RecordedCalls:
     """The sandbox a replay's pipeline runs its calls in (``solver.replay``'s ``RecordedCalls.in_sandbox``): each
