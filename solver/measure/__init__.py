@@ -7,10 +7,10 @@ once in ``day_options``, its problems on the time model in ``day_model``, a devi
 in ``day_table``, its processes in ``day_processes``) and ``day_held_out`` (a day's file played again in the
 simulator); ``rehearsal`` (the submission behind a competition's gateway: ``solver kaggle-local``);
 ``workload`` (recorded attempts as replay plans, forced onto a real engine, their calls answered from the
-recording); ``traced`` (drawn plans the real engine
-follows) on ``wrapped`` (an engine around another); ``request_timeline`` (requests and engine metrics over
-time); ``vllm_probes`` (single-purpose requests to vLLM); ``dryrun`` (what a command would start, checked, nothing
-started).
+recording) and ``tool_seconds`` (the seconds their calls run: carried, measured again or fixed); ``traced`` (drawn
+plans the real engine follows) on ``wrapped`` (an engine around another); ``request_timeline`` (requests and
+engine metrics over time); ``vllm_probes`` (single-purpose requests to vLLM); ``dryrun`` (what a command would
+start, checked, nothing started).
 The benchmarks' drivers: ``shape`` (the real shape's options, typed and checked once, its plan and run:
 ``engine.py --workload real``) over ``contenders`` (its four ways to replay the attempts); ``saturation``
 (``engine.py``'s raw engine, pipeline and rounds); ``scaling`` (``layouts.py``: the layouts by name, each layout's
@@ -34,11 +34,11 @@ from solver.measure.shape import (SHAPE_DESCRIPTION, SHAPE_PROG, ShapeOptions, S
 from solver.measure.request_timeline import (RequestRecord, RequestTimeline, Sampler, ServerMetrics, TimedEngine,
                                      in_process_reader)
 from solver.measure.traced import Profile, RepetitionPlan, TracedEngine, code_floor, make_plans, make_script
-from solver.measure.workload import (STARTER_CELL, TOOL_TIME_MODES, AttemptsOnEngine, Caps,
-                                     HarmonyEndings, PlanError, Replay, carried_tool_times, choose,
-                                     fixed_tool_times, key_of, measure_tool_times, plan, plan_summary, preset_engine,
-                                     read_tool_seconds, recorded_calls, recorded_code, replay_on_engine, tool_time_mode,
-                                     tool_time_seconds, warm_up, with_tool_times)
+from solver.measure.workload import (STARTER_CELL, AttemptsOnEngine, Caps, HarmonyEndings, PlanError, Replay, choose,
+                                     key_of, plan, plan_summary, preset_engine, recorded_calls, recorded_code,
+                                     replay_on_engine, warm_up)
+from solver.measure.tool_seconds import (TOOL_TIME_MODES, carried_tool_times, fixed_tool_times, measure_tool_times,
+                                         read_tool_seconds, tool_time_mode, tool_time_seconds, with_tool_times)
 
 __all__ = ["STARTER_CELL", "TOOL_TIME_MODES", "AttemptsOnEngine", "Caps", "DayOptions",
            "DryRun", "HarmonyEndings", "PlanError", "Profile", "Replay", "RepetitionPlan",

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from solver.config import Config, ConfigError, parse_overrides
 from solver.errors import BadInput
-from solver.measure.workload import (TOOL_TIME_MODES, Caps, Replay, choose, fixed_tool_times,
-                                     plan, preset_engine, read_tool_seconds, tool_time_mode, tool_time_seconds,
-                                     with_tool_times)
+from solver.measure.workload import Caps, Replay, choose, plan, preset_engine
+from solver.measure.tool_seconds import (TOOL_TIME_MODES, fixed_tool_times, read_tool_seconds, tool_time_mode,
+                                         tool_time_seconds, with_tool_times)
 from solver.replay import attempts_path, read_attempts
 
 if TYPE_CHECKING:
@@ -228,7 +228,7 @@ def load_plan(options: DayOptions, measure: bool = True) -> tuple[list[list[Repl
     mode = tool_time_mode(options.tool_time, carried, options.attempts_file, BadInput)
     problems = plan(attempts, caps, options.base, carried if mode == "carried" else None)
     if mode == "measure" and measure:
-        from solver.measure.workload import measure_tool_times_alone
+        from solver.measure.tool_seconds import measure_tool_times_alone
 
         problems = with_tool_times(problems, measure_tool_times_alone(problems, options.base.sandbox))
     elif mode not in ("carried", "measure") and options.tool_s is not None:

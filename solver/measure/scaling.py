@@ -18,7 +18,8 @@ from solver.config import Config, ConfigError, Layout, parse_layout
 from solver.errors import BadInput
 from solver.measure.fleet import ReplayActor, gpu_placement, kill_engine
 from solver.measure.vllm_probes import cache_tokens, generate, random_ids, resent
-from solver.measure.workload import HarmonyEndings, recorded_calls, replay_on_engine, warm_up, with_tool_times
+from solver.measure.workload import HarmonyEndings, recorded_calls, replay_on_engine, warm_up
+from solver.measure.tool_seconds import with_tool_times
 
 if TYPE_CHECKING:
     from solver.measure.shape import ShapeOptions, ShapeWorkload

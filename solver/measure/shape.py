@@ -22,9 +22,10 @@ from solver.files import atomic_write
 from solver.measure.contenders import SHAPE_CONTENDERS, build_config, identical_work, run_contenders, shape_report
 from solver.measure.dryrun import DryRun
 from solver.replay import attempts_path
-from solver.measure.workload import (TOOL_TIME_MODES, Caps, HarmonyEndings, Replay, carried_tool_times,
-                                     fixed_tool_times, key_of, measure_tool_times_alone, plan, plan_summary,
-                                     read_tool_seconds, tool_time_mode, tool_time_seconds, with_tool_times)
+from solver.measure.workload import Caps, HarmonyEndings, Replay, key_of, plan, plan_summary
+from solver.measure.tool_seconds import (TOOL_TIME_MODES, carried_tool_times, fixed_tool_times,
+                                         measure_tool_times_alone, read_tool_seconds, tool_time_mode,
+                                         tool_time_seconds, with_tool_times)
 
 SHAPE_PROG = "engine.py --workload real"  # its name in the usage and the errors, whichever script runs it
 SHAPE_DESCRIPTION = "The real shape on the engine: recorded gpt-oss-120b attempts replayed through four contenders."
