@@ -4,7 +4,7 @@ durations file, in the order the workers take them, and the wall time of the two
     python scripts/suite_minutes.py benchmarks/results/cpu_test-durations.tsv            # make test
     python scripts/suite_minutes.py runs/test-fast-durations.tsv --fast                  # make test-fast
     python scripts/suite_minutes.py benchmarks/results/cpu_test-durations.tsv \
-        --measured benchmarks/results/cpu_test-durations-changed.tsv                     # with modules run again
+        --measured runs/test-durations.tsv                                               # with modules run again
 
 The groups and their order are the suite's own: the tests are collected as an xdist worker collects them (the
 conftest marks each test's group and sorts), then dealt as ``--dist loadgroup`` deals them: the next group to the
