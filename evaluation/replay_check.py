@@ -1,4 +1,4 @@
-"""The simulator against the running pipeline on an imported run (``solver.replay.check``).
+"""The simulator against the running pipeline on an imported run (``solver.measure.check_replay``).
 
     python evaluation/replay_check.py RUN_DIR [--problems 6] [--attempts 8] [--scale 0.05] [--seed 0] [--set K=V]
 
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     from dataclasses import replace
 
     from solver.offline.sim import load_pools
-    from solver.replay import check_replay
+    from solver.measure import check_replay
     from solver.timing.model import load_time_model
 
     pools, config = load_pools([args.run])

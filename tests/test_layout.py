@@ -192,14 +192,16 @@ def test_commands_are_imported_by_the_cli_alone():
     assert offenders == {}
 
 
-def test_the_measurement_wing_is_imported_by_the_commands_and_the_benchmarks_alone():
-    """``solver.measure`` rehearses and measures; the submission, the loop, the engines and the offline analysis
-    never depend on it, so none of them loads it (the Kaggle notebook least of all)."""
+def test_the_measurement_wing_is_imported_by_the_commands_and_the_measuring_scripts_alone():
+    """``solver.measure`` rehearses and measures; the submission, the loop, the engines, the replay room and the
+    offline analysis never depend on it, so none of them loads it (the Kaggle notebook least of all). Beside the
+    package, the benchmark and evaluation scripts use it; the other scripts do not."""
     users = ("solver.measure", "solver.commands")
     offenders = {n: t for n, ts in GRAPH.items() if not n.startswith(users)
                  for t in ts if t.startswith("solver.measure")}
     offenders |= {str(p.relative_to(ROOT)): t for p in OUTSIDERS if not p.is_relative_to(PACKAGE)
-                  and not p.is_relative_to(ROOT / "benchmarks") for t in imports(p)
+                  and not p.is_relative_to(ROOT / "benchmarks") and not p.is_relative_to(ROOT / "evaluation")
+                  for t in imports(p)
                   if t.startswith("solver.measure")}
     assert offenders == {}
 

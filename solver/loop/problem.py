@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import itertools
 import logging
 import time
@@ -24,10 +23,6 @@ from solver.loop.repetition import Activity, run_repetition
 from solver.core.confidence import confidence_threshold
 from solver.core.state import ProblemState, Rules, cast  # noqa: F401 - Rules: doctests
 from solver.types import Clock, Engine, Problem, ProblemResult, Repetition, Sandbox
-
-# The replay engine with its recorded outputs, named as the engines are (``solver.engines.ENGINE_FACTORIES``), not
-# imported: the replay room runs this loop (its check against the simulator, ``solver.replay.check``).
-RECORDED_PARTS = "solver.replay:recorded_parts"
 
 log = logging.getLogger(__name__)
 
@@ -332,8 +327,8 @@ async def open_parts(config: Config) -> AsyncIterator[tuple[Engine, Sandbox]]:
     """The engine and the sandbox the config names, closed on the way out (the engine first): the replay engine
     and its recorded outputs for ``engine.replay_outputs``; else the sandbox pool, started before the engine."""
     if config.engine.replay_outputs:
-        module, name = RECORDED_PARTS.split(":")
-        recorded_parts = getattr(importlib.import_module(module), name)
+        from solver.replay import recorded_parts
+
         async with recorded_parts(config) as parts:
             yield parts
         return

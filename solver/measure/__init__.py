@@ -1,6 +1,6 @@
 """The measurement wing: what rehearses and measures the solver on real engines, beside the submission
-(``solver.kaggle``) and the offline analysis (``solver.offline``). Only the commands and the benchmark scripts
-import it.
+(``solver.kaggle``) and the offline analysis (``solver.offline``). Only the commands and the benchmark and evaluation
+scripts import it.
 
 Rooms: ``kaggle_day`` (a Kaggle day rehearsed on recorded attempts: ``solver day``; its flags typed and checked
 once in ``day_options``, its problems on the time model in ``day_model``, a device call in ``day_call``, its records
@@ -10,7 +10,8 @@ simulator); ``rehearsal`` (the submission behind a competition's gateway: ``solv
 recording) and ``tool_seconds`` (the seconds their calls run: carried, measured again or fixed); ``traced`` (drawn
 plans the real engine follows) on ``wrapped`` (an engine around another); ``request_timeline`` (requests and
 engine metrics over time); ``vllm_probes`` (single-purpose requests to vLLM); ``dryrun`` (what a command would
-start, checked, nothing started).
+start, checked, nothing started); ``sim_fidelity`` (``check_replay``: the running pipeline on the replay engine
+against the simulator's prediction of the same draws).
 The benchmarks' drivers: ``shape`` (the real shape's options, typed and checked once, its plan and run:
 ``engine.py --workload real``) over ``contenders`` (its four ways to replay the attempts); ``saturation``
 (``engine.py``'s raw engine, pipeline and rounds); ``scaling`` (``layouts.py``: the layouts by name, each layout's
@@ -20,6 +21,7 @@ run, the seed's probes) over ``fleet`` (its engine actors, servers, processes an
 from solver.measure.day_held_out import add_answers as add_day_answers
 from solver.measure.day_held_out import check_day
 from solver.measure.day_options import DayOptions, day_options
+from solver.measure.sim_fidelity import check_replay
 from solver.measure.dryrun import DryRun, engine_dry_run, ignored, inside
 from solver.measure.fleet import child_env, gpus_here, load_requests, on_actors, seed_env, served, with_package
 from solver.measure.kaggle_day import rehearse_day
@@ -43,7 +45,8 @@ from solver.measure.tool_seconds import (TOOL_TIME_MODES, carried_tool_times, fi
 __all__ = ["STARTER_CELL", "TOOL_TIME_MODES", "AttemptsOnEngine", "Caps", "DayOptions",
            "DryRun", "HarmonyEndings", "PlanError", "Profile", "Replay", "RepetitionPlan",
            "RequestRecord", "RequestTimeline", "Sampler", "ServerMetrics", "TimedEngine", "TracedEngine",
-           "add_day_answers", "cache_tokens", "carried_tool_times", "check_day", "choose", "code_floor", "day_options",
+           "add_day_answers", "cache_tokens", "carried_tool_times", "check_day", "check_replay", "choose", "code_floor",
+           "day_options",
            "decode", "engine_dry_run", "fixed_tool_times", "generate", "ignored", "in_process_reader", "inside",
            "key_of", "make_plans", "make_script", "measure_tool_times", "plan", "plan_summary",
            "preset_engine", "random_ids", "read_tool_seconds", "recorded_calls", "recorded_code", "rehearse",

@@ -11,7 +11,7 @@
 - ``simulate``: the request, the report; ``summary``: a setting's scores; ``separation``: what the data can tell
   two settings apart by; ``estimators``: the exact all-orders values the trials sample, for small recordings;
   ``calibration``: simulated against held-out real runs; ``coverage``: the interval against a known truth (the
-  simulator against the pipeline replaying the same draws is the replay room's: ``solver.replay.check``);
+  simulator against the pipeline replaying the same draws is the measurement wing's: ``solver.measure.check_replay``);
 - ``output``, ``plots``: tables and pictures.
 
 Outsiders import from here, what they use; the modules behind it are this package's own.

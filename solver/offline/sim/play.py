@@ -10,7 +10,7 @@ state extends its limit when a round ends inconclusive) gets a timeline of its o
 :func:`simulated_day` plays a whole day of problems, one after another, each under the deadline the budget gives it
 (``solver.core.budget.problem_slot``, as the solve loop's runner and the Kaggle predictor take theirs): what the
 trials play many times over; :func:`simulated_run` plays one day of prepared problems on given draws under an
-engine's time model (the prediction the replay check, ``solver.replay``'s ``check_replay``, and the day's check
+engine's time model (the prediction the replay check, ``solver.measure.check_replay``, and the day's check
 hold a run against).
 """
 

@@ -5,8 +5,8 @@ so a five-minute problem takes seconds) with the recorded outputs after their re
 against the simulator's prediction of that same run (the same draws, rules, budget and model). Per problem: the
 seconds it took (the run's, scaled back) against the predicted, and whether it stopped alike (the reason, the
 answer, repetitions finished and launched). The prediction is the leaderboard simulator's
-(``solver.offline.sim.simulated_run``); the run is the live loop's, so the check lives beside the replay engine, not
-in the offline analysis.
+(``solver.offline.sim.simulated_run``); the run is the live loop's on the replay engine, so the check is the
+measurement wing's: neither the offline analysis nor the replay room runs the loop.
 
 The replayed run's budget is the config's scaled by the same factor (the budget's formula is linear in time, so
 every allotment scales with it); the engine's start is not part of a replay, so neither side counts it.
@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from solver.config import BudgetConfig, Config
-from solver.replay.calls import RecordedCalls
-from solver.replay.replay_engine import EngineTime, ReplayEngine
+from solver.replay import EngineTime, RecordedCalls, ReplayEngine
 from solver.timing.model import EngineTimeModel
 from solver.types import ProblemResult
 
