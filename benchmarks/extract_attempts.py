@@ -11,7 +11,7 @@ first K), each line copied unchanged; the suffix picks the compression (``.xz``,
 ``solver import-samples --measure-tools`` does: ``solver.recordings.measure_calls``, a stateful session per attempt,
 the harness's starter cell first, each call cut at ``sandbox.timeout_s``) and writes the seconds into each line
 (``tool_seconds``: one per request, 0 where nothing ran; ``tool_seconds_source``: where and how), so a GPU call
-replays them without measuring again (``solver.measure.read_tool_seconds``).
+replays them without measuring again (``solver.replay.Attempt.tool_seconds``).
 
     python benchmarks/extract_attempts.py /tmp/attempts-2x8.jsonl.xz --problems 2 --attempts 8
     python benchmarks/extract_attempts.py .gpu/6-attempts/attempts.jsonl.xz --problems 2   # a carry of its own

@@ -63,10 +63,10 @@ def main(argv: list[str]) -> int:
 
 
 def test_carried_tool_seconds_reach_the_plan_without_reading_the_code(extract, gptoss_config):
-    from solver.measure import Caps, plan, read_tool_seconds
+    from solver.measure import Caps, plan
     from solver.replay import read_attempts
 
-    seconds = read_tool_seconds(extract)
+    seconds = [attempt.tool_seconds for attempt in read_attempts(extract)]
     assert seconds == [(0.5,) * 400] * 24
     replays = plan(read_attempts(extract), Caps(problems=1, attempts=8, only=(SLICE[2],)), gptoss_config, seconds)[0]
     calls = [s for r in replays for s in r.steps if s.call]
@@ -174,13 +174,13 @@ def test_a_day_file_without_its_answers_gets_them_from_its_extract(extract, tmp_
 @pytest.mark.slow
 def test_measured_tool_seconds_travel_with_the_extract(real_attempts_path, tmp_path):
     from solver.replay import read_attempts
-    from solver.measure import read_tool_seconds
 
     out = tmp_path / "measured.jsonl.xz"
     done = run("benchmarks/extract_attempts.py", str(out), "--source", str(real_attempts_path), "--problem-ids",
                "aimo3-21818", "--attempts", "2", "--measure-tools", timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    attempts, seconds = read_attempts(out), read_tool_seconds(out)
+    attempts = read_attempts(out)
+    seconds = [attempt.tool_seconds for attempt in attempts]
     for attempt, times in zip(attempts, seconds, strict=True):
         assert times is not None and len(times) == len(attempt.requests)
         assert all(0.0 <= t <= 6.0 for t in times)  # cut at the preset's sandbox timeout

@@ -40,7 +40,7 @@ from solver.measure.workload import (STARTER_CELL, AttemptsOnEngine, Caps, Harmo
                                      key_of, plan, plan_summary, preset_engine, recorded_calls, recorded_code,
                                      replay_on_engine, warm_up)
 from solver.measure.tool_seconds import (TOOL_TIME_MODES, carried_tool_times, fixed_tool_times, measure_tool_times,
-                                         read_tool_seconds, tool_time_mode, tool_time_seconds, with_tool_times)
+                                         tool_time_mode, tool_time_seconds, with_tool_times)
 
 __all__ = ["STARTER_CELL", "TOOL_TIME_MODES", "AttemptsOnEngine", "Caps", "DayOptions",
            "DryRun", "HarmonyEndings", "PlanError", "Profile", "Replay", "RepetitionPlan",
@@ -49,7 +49,7 @@ __all__ = ["STARTER_CELL", "TOOL_TIME_MODES", "AttemptsOnEngine", "Caps", "DayOp
            "day_options",
            "decode", "engine_dry_run", "fixed_tool_times", "generate", "ignored", "in_process_reader", "inside",
            "key_of", "make_plans", "make_script", "measure_tool_times", "plan", "plan_summary",
-           "preset_engine", "random_ids", "read_tool_seconds", "recorded_calls", "recorded_code", "rehearse",
+           "preset_engine", "random_ids", "recorded_calls", "recorded_code", "rehearse",
            "rehearse_day",
            "replay_on_engine", "report_markdown", "resent", "run_gateway", "tool_time_mode", "tool_time_seconds",
            "turns", "warm_up", "with_tool_times",

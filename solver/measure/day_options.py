@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from solver.config import Config, ConfigError, parse_overrides
 from solver.errors import BadInput
 from solver.measure.workload import Caps, Replay, choose, plan, preset_engine
-from solver.measure.tool_seconds import (TOOL_TIME_MODES, fixed_tool_times, read_tool_seconds, tool_time_mode,
+from solver.measure.tool_seconds import (TOOL_TIME_MODES, fixed_tool_times, tool_time_mode,
                                          tool_time_seconds, with_tool_times)
 from solver.replay import attempts_path, read_attempts
 
@@ -224,7 +224,7 @@ def load_plan(options: DayOptions, measure: bool = True) -> tuple[list[list[Repl
     ids = list(choose([a.problem_id for a in attempts], caps.problems, caps.attempts, caps.only))
     if options.kill is not None and options.kill.resolve(ids) == ids[-1]:
         raise BadInput("--kill-engine-at: not the slice's last problem (the rebuild comes with the next one)")
-    carried = read_tool_seconds(options.attempts_file)
+    carried = [attempt.tool_seconds for attempt in attempts]
     mode = tool_time_mode(options.tool_time, carried, options.attempts_file, BadInput)
     problems = plan(attempts, caps, options.base, carried if mode == "carried" else None)
     if mode == "measure" and measure:

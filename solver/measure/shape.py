@@ -24,7 +24,7 @@ from solver.measure.dryrun import DryRun
 from solver.replay import attempts_path
 from solver.measure.workload import Caps, HarmonyEndings, Replay, key_of, plan, plan_summary
 from solver.measure.tool_seconds import (TOOL_TIME_MODES, carried_tool_times, fixed_tool_times,
-                                         measure_tool_times_alone, read_tool_seconds, tool_time_mode,
+                                         measure_tool_times_alone, tool_time_mode,
                                          tool_time_seconds, with_tool_times)
 
 SHAPE_PROG = "engine.py --workload real"  # its name in the usage and the errors, whichever script runs it
@@ -183,9 +183,10 @@ def shape_workload(options: ShapeOptions) -> ShapeWorkload:
     if not options.attempts_here:
         return ShapeWorkload(options, caps, options.tool_time, None)
     try:
-        carried = read_tool_seconds(options.attempts_file)
+        attempts = read_attempts(options.attempts_file)
+        carried = [attempt.tool_seconds for attempt in attempts]
         mode = tool_time_mode(options.tool_time, carried, options.attempts_file, BadInput)
-        problems = plan(read_attempts(options.attempts_file), caps, options.config,
+        problems = plan(attempts, caps, options.config,
                         carried if mode == "carried" else None)
     except (BadInput, TraceError) as exc:  # PlanError and ConfigError are BadInputs
         raise BadInput(str(exc).splitlines()[0]) from exc

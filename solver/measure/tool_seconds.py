@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from solver.errors import BadInput
-from solver.measure.workload import STARTER_CELL, PlanError, Replay, key_of
+from solver.measure.workload import STARTER_CELL, Replay, key_of
 
 
 def with_tool_times(problems: list[list[Replay]], times: dict[str, float]) -> list[list[Replay]]:
@@ -19,21 +19,6 @@ def with_tool_times(problems: list[list[Replay]], times: dict[str, float]) -> li
     return [[replace(r, steps=tuple(replace(s, tool_s=times.get(key_of(r.problem.id, r.index, t), s.tool_s))
                                     if s.call else s for t, s in enumerate(r.steps))) for r in replays]
             for replays in problems]
-
-
-def read_tool_seconds(path: Path) -> list[tuple[float, ...] | None]:
-    """Per attempt of a trace file (in file order), the seconds each of its requests' calls ran when measured for
-    the extract (``tool_seconds``), or None where the line carries none. A malformed list is a ``PlanError``."""
-    from solver.replay import json_lines
-
-    out: list[tuple[float, ...] | None] = []
-    for where, record in json_lines(path):
-        seconds = record.get("tool_seconds")
-        if seconds is not None and not (isinstance(seconds, list) and all(
-                isinstance(x, (int, float)) and not isinstance(x, bool) and x >= 0 for x in seconds)):
-            raise PlanError(f"{where}: tool_seconds must be a list of seconds >= 0")
-        out.append(None if seconds is None else tuple(float(x) for x in seconds))
-    return out
 
 
 TOOL_TIME_MODES = ("auto", "carried", "measure")  # --tool-time's words; any other value is seconds per call
@@ -60,7 +45,7 @@ def tool_time_seconds(value: str, error: type[Exception] = BadInput) -> float:
 
 def tool_time_mode(value: str, carried: Sequence[tuple[float, ...] | None], path: Path,
                    error: type[Exception] = BadInput) -> str:
-    """``--tool-time`` for the trace file at ``path`` (``carried``: its ``read_tool_seconds``): ``'carried'``,
+    """``--tool-time`` for the trace file at ``path`` (``carried``: its attempts' ``tool_seconds``): ``'carried'``,
     ``'measure'``, or ``value`` itself (seconds per call, checked by ``tool_time_seconds``); ``'auto'`` is carried
     when every attempt carries its seconds, else measure. Bad input raises ``error``.
 

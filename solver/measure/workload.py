@@ -27,7 +27,7 @@ where one bites decodes what the loop and the engine allow and stops there, no a
 that already fills the context is refused: ``error``), as ``solver.offline.sim``'s plans cut recordings.
 
 Tool seconds measured once (``benchmarks/extract_attempts.py --measure-tools``) travel in the extract, one list per
-attempt (``tool_seconds``: per request, 0 where nothing ran); ``tool_seconds.read_tool_seconds`` reads them and ``plan``
+attempt (``tool_seconds``: per request, 0 where nothing ran); ``Attempt.tool_seconds`` holds them as read and ``plan``
 uses them.
 
 The plan is built by running the solver's dialogue over it once (``plan_attempt``), so every appended id and
@@ -302,7 +302,7 @@ def plan_attempt(attempt: Attempt, problem: Problem, index: int, dialect: Any, s
 def plan(attempts: Sequence[Attempt], caps: Caps, config: Any,
          tool_seconds: Sequence[Sequence[float] | None] | None = None) -> list[list[Replay]]:
     """Per chosen problem (``choose``), its replays, repetition 0..K-1 in file order; ``tool_seconds``: per attempt
-    (as ``attempts``), its calls' carried seconds (``read_tool_seconds``)."""
+    (as ``attempts``), its calls' carried seconds (``Attempt.tool_seconds``)."""
     from solver.dialects import make_dialect
 
     chosen = choose([a.problem_id for a in attempts], caps.problems, caps.attempts, caps.only)
