@@ -1,8 +1,8 @@
 """benchmarks/layouts.py: its pure parts (layout names, bad input before any engine starts; the doctests of its
 drivers, ``solver.measure.scaling`` and ``fleet``, run with the package's), and on the
 real CPU engine the GPU sitting's scaling command in miniature: the real shape on two engine actors, then a replica's
-engine killed from outside mid-run (its engine core process and its worker, SIGKILL): its problem re-queued to the
-other actor, nothing lost, the run finished. Timing is never asserted."""
+engine killed from outside mid-run (its engine core process and any workers of it, SIGKILL): its problem re-queued to
+the other actor, nothing lost, the run finished. Timing is never asserted."""
 
 from __future__ import annotations
 
