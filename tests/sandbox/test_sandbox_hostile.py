@@ -218,10 +218,10 @@ CASES = [
     # IPython's Plain traceback of a RecursionError lists every frame (~70 KB for 1000, as a kernel sends it): past
     # this suite's 4 KB cap.
     case("recursion", "recursion_error", "def f(n):\n    return f(n + 1)\nf(0)", "error", kernel="truncated"),
-    # A Python stack held 200,000 frames deep (about 40 MB, reached in 0.1 s) until the limit: its traceback takes
-    # seconds to print. Unbounded, the stack grew about 1 GB a second and met the memory cap near the time limit, so
-    # which came first decided the outcome (once, in an IPython session: a MemoryError while formatting, the call
-    # answered with its state kept, then the process gone at the next call).
+    # A Python stack held 200,000 frames deep until the limit: its traceback takes seconds to print. Unbounded, the
+    # stack met the memory cap near the time limit, so which came first decided the outcome (once, in an IPython
+    # session: a MemoryError while formatting, the call answered with its state kept, then the process gone at the
+    # next call).
     case("recursion", "deep_python_frames", """
         import sys, time
         sys.setrecursionlimit(10**8)
