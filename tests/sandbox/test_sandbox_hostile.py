@@ -54,9 +54,9 @@ GRACE_S = 0.5  # a session call interrupted at its limit may take this long to s
 # kill from outside ends it, at any limit, so it need not wait out TIMEOUT_S (about 1.5 s saved a run of it).
 STALL_S = 0.5
 STALLS = ("loop", "tricks")
-# The limit of a flood that must end in an error at the process cap: it never waits its limit out, so a wide one
-# costs nothing, and beside a vLLM start on the other core one such flood (2,000 multiprocessing starts, 0.3 s
-# alone) once took over 2 s to reach the cap.
+# The limit of a fork flood that must end in an error at the process cap or at the output cap: it never waits its
+# limit out, so a wide one costs nothing, and beside a vLLM start on the other core such floods took over 2 s to get
+# there (2,000 multiprocessing starts, 0.3 s alone; a posix.fork bomb's tracebacks in an IPython session).
 FLOOD_S = 3 * TIMEOUT_S
 CAP = 4096
 CONFIG = SandboxConfig(workers=1, timeout_s=TIMEOUT_S, memory_mb=400, output_bytes=CAP)
@@ -85,10 +85,10 @@ class Case:
     @property
     def limit_s(self) -> float:
         """The time limit the case runs under: ``STALL_S`` for a stall that must time out, ``FLOOD_S`` for a fork
-        flood that must end in an error, else ``TIMEOUT_S``."""
+        flood that must end in an error or truncated, else ``TIMEOUT_S``."""
         if self.status == "timeout" and self.category in STALLS:
             return STALL_S
-        return FLOOD_S if self.status == "error" and self.category == "fork" else TIMEOUT_S
+        return FLOOD_S if self.status in ("error", "truncated") and self.category == "fork" else TIMEOUT_S
 
     def expected(self, isolation: Isolation, display: str = "repr") -> ExecStatus:
         if display == "ipython" and self.kernel is not None:
