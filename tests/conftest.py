@@ -151,8 +151,9 @@ class SharedServer:
             if stream is not None:
                 stream.close()
         assert code == 0, f"solver serve ended with exit code {code} on SIGTERM"
-        # Its family's last members (vLLM's engine core and worker) may still be exiting when serve's own process has
-        # ended: each gets up to 10 s (a fixed 0.5 s was short beside the other worker's load), then none may be left.
+        # Its family's last members (vLLM's engine core, and its worker where it has one) may still be exiting when
+        # serve's own process has ended: each gets up to 10 s (a fixed 0.5 s was short beside the other worker's
+        # load), then none may be left.
         _, alive = psutil.wait_procs(family, timeout=10)
         left = [p.pid for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
         assert left == [], f"solver serve left processes behind: {left}"
