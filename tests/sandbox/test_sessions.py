@@ -163,6 +163,39 @@ def test_a_session_killed_between_calls_says_so_on_the_next_call(loop, pool) -> 
         ("ok", "False\n", True), ("ok", "", False), ("ok", "3\n", False)]
 
 
+def test_an_interrupt_between_calls_is_not_the_next_call_s(loop, pool) -> None:
+    """A SIGINT that reaches an idle session (a deadline that raced the last call's end) does not stop the next."""
+    session = opened(loop, pool)
+    try:
+        pid = int(calls(loop, session, "b = 2\n" + HOST_PID)[0].stdout)
+        os.kill(pid, signal.SIGINT)
+        time.sleep(0.2)  # the session's handler runs while it waits for the next call
+        results = calls(loop, session, "import time\ntime.sleep(0.2)\nb + 1")
+    finally:
+        loop.run_until_complete(session.close())
+    assert [(r.status, r.stdout, r.state_lost) for r in results] == [("ok", "3\n", False)]
+
+
+def test_an_interrupt_before_the_code_begins_stops_it_as_it_begins() -> None:
+    """The session's interrupt rule itself, in this process: a SIGINT that came after the call began but before its
+    code did (a loaded machine had not yet run the call's first steps when its limit passed) is raised as the code
+    is entered, the call reported as interrupted; one left from the last call's end is dropped as a call begins."""
+    from solver.sandbox.worker.session import Interruptible, on_interrupt
+
+    ran = []
+    Interruptible.begin()
+    on_interrupt(signal.SIGINT, None)  # outside the code: nothing raised in the runner's own steps
+    with pytest.raises(KeyboardInterrupt):
+        with Interruptible():
+            ran.append("code")
+    assert ran == [] and Interruptible.fired and not Interruptible.active
+    on_interrupt(signal.SIGINT, None)  # a deadline that raced the end of that call
+    Interruptible.begin()  # the next call
+    with Interruptible():
+        ran.append("code")
+    assert ran == ["code"] and not Interruptible.fired and not Interruptible.active
+
+
 def test_output_over_the_cap_stops_the_call_and_keeps_the_state(loop, pool) -> None:
     session = opened(loop, pool)
     try:

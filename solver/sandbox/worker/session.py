@@ -60,13 +60,25 @@ def open_cells(display: str, namespace: dict[str, object]) -> Cells:
 
 
 class Interruptible:
-    """Entered around the user's code: a SIGINT that arrives meanwhile raises KeyboardInterrupt; one that arrives
-    outside (a deadline that raced the call's end) is ignored, so the runner's own steps are never cut short."""
+    """Entered around the user's code: a SIGINT that arrives meanwhile raises KeyboardInterrupt. One that arrives
+    outside never cuts the runner's own steps short: after the code (a deadline that raced the call's end) it is
+    dropped when the next call begins; before it (the limit passed while a loaded machine had not yet run the
+    call's first steps) it is kept, and raised as the code is entered, so the call stops with its state as if the
+    interrupt had come a moment later, instead of running on until the grace period kills the session."""
 
     active = False
     fired = False  # an interrupt reached the user's code during this call
+    pending = False  # an interrupt arrived outside the user's code since this call began
+
+    @staticmethod
+    def begin() -> None:
+        """A call begins: an interrupt left over from the last call's end is not this call's."""
+        Interruptible.pending = False
 
     def __enter__(self) -> None:
+        if Interruptible.pending:
+            Interruptible.pending, Interruptible.fired = False, True
+            raise KeyboardInterrupt
         Interruptible.active, Interruptible.fired = True, False
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
@@ -78,6 +90,7 @@ def on_interrupt(_signum: int, _frame: FrameType | None) -> None:
     if Interruptible.active:
         Interruptible.fired = True
         raise KeyboardInterrupt
+    Interruptible.pending = True
 
 
 def serve_session(sock: socket.socket, request: dict[str, object], fds: list[int], namespace: dict[str, object],
@@ -160,6 +173,7 @@ def run_call(request: dict[str, object], fds: list[int], cells: Cells, pid_names
 def contained(cells: Cells, code: str, repl: bool, pid_namespace: bool, plumbing: Plumbing) -> Outcome:
     """Run one cell with its output on fds 1 and 2, then leave the process as it was between calls: its signal
     settings restored, every process the cell started killed and reaped, its output flushed."""
+    Interruptible.begin()
     streams = open_streams()
     runner = os.getpid()
     try:
