@@ -68,7 +68,8 @@ def test_carried_tool_seconds_reach_the_plan_without_reading_the_code(extract, g
 
     seconds = [attempt.tool_seconds for attempt in read_attempts(extract)]
     assert seconds == [(0.5,) * 400] * 24
-    replays = plan(read_attempts(extract), Caps(problems=1, attempts=8, only=(SLICE[2],)), gptoss_config, seconds)[0]
+    replays = plan(read_attempts(extract), Caps(problems=1, attempts=8, only=(SLICE[2],)), gptoss_config,
+                   carried=True)[0]
     calls = [s for r in replays for s in r.steps if s.call]
     assert calls and all(s.tool_s == 0.5 and s.code is None for s in calls)
 

@@ -226,7 +226,7 @@ def load_plan(options: DayOptions, measure: bool = True) -> tuple[list[list[Repl
         raise BadInput("--kill-engine-at: not the slice's last problem (the rebuild comes with the next one)")
     carried = [attempt.tool_seconds for attempt in attempts]
     mode = tool_time_mode(options.tool_time, carried, options.attempts_file, BadInput)
-    problems = plan(attempts, caps, options.base, carried if mode == "carried" else None)
+    problems = plan(attempts, caps, options.base, carried=mode == "carried")
     if mode == "measure" and measure:
         from solver.measure.tool_seconds import measure_tool_times_alone
 

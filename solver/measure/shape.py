@@ -186,8 +186,7 @@ def shape_workload(options: ShapeOptions) -> ShapeWorkload:
         attempts = read_attempts(options.attempts_file)
         carried = [attempt.tool_seconds for attempt in attempts]
         mode = tool_time_mode(options.tool_time, carried, options.attempts_file, BadInput)
-        problems = plan(attempts, caps, options.config,
-                        carried if mode == "carried" else None)
+        problems = plan(attempts, caps, options.config, carried=mode == "carried")
     except (BadInput, TraceError) as exc:  # PlanError and ConfigError are BadInputs
         raise BadInput(str(exc).splitlines()[0]) from exc
     return ShapeWorkload(options, caps, mode, problems)

@@ -28,7 +28,7 @@ that already fills the context is refused: ``error``), as ``solver.offline.sim``
 
 Tool seconds measured once (``benchmarks/extract_attempts.py --measure-tools``) travel in the extract, one list per
 attempt (``tool_seconds``: per request, 0 where nothing ran); ``Attempt.tool_seconds`` holds them as read and ``plan``
-uses them.
+uses them where it is told they are carried.
 
 The plan is built by running the solver's dialogue over it once (``plan_attempt``), so every appended id and
 every context length is what the pipeline will send; a contender without solver code
@@ -299,10 +299,9 @@ def plan_attempt(attempt: Attempt, problem: Problem, index: int, dialect: Any, s
     return Replay(problem, index, tuple(steps), answer)
 
 
-def plan(attempts: Sequence[Attempt], caps: Caps, config: Any,
-         tool_seconds: Sequence[Sequence[float] | None] | None = None) -> list[list[Replay]]:
-    """Per chosen problem (``choose``), its replays, repetition 0..K-1 in file order; ``tool_seconds``: per attempt
-    (as ``attempts``), its calls' carried seconds (``Attempt.tool_seconds``)."""
+def plan(attempts: Sequence[Attempt], caps: Caps, config: Any, carried: bool = False) -> list[list[Replay]]:
+    """Per chosen problem (``choose``), its replays, repetition 0..K-1 in file order; ``carried``: each call runs
+    for the seconds its attempt carries (``Attempt.tool_seconds``) instead of its recorded code."""
     from solver.dialects import make_dialect
 
     chosen = choose([a.problem_id for a in attempts], caps.problems, caps.attempts, caps.only)
@@ -317,7 +316,7 @@ def plan(attempts: Sequence[Attempt], caps: Caps, config: Any,
         first = attempts[positions[0]]
         problem = Problem(pid, first.problem, first.answer)
         out.append([plan_attempt(attempts[p], problem, i, dialect, style, caps, limits, script,
-                                 tool_seconds[p] if tool_seconds is not None else None)
+                                 attempts[p].tool_seconds if carried else None)
                     for i, p in enumerate(positions)])
     return out
 
