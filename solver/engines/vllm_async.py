@@ -9,7 +9,6 @@ import contextlib
 import dataclasses
 import logging
 import os
-import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -293,12 +292,11 @@ def load_tokenizer(model: str, config: Config) -> Tokenizer | None:
     return AutoTokenizer.from_pretrained(model)
 
 
-def compile_cache_work_dir() -> Path:
-    """Where a shipped compile cache is copied to be used (the engine writes to its cache; a Kaggle dataset is
-    read-only): ``SOLVER_COMPILE_CACHE_WORK``, else a folder of this process's in the temporary folder (engine
-    actors on one host each copy their own; a rebuild in the same process reuses its copy)."""
-    default = Path(tempfile.gettempdir()) / f"solver-compile-cache-{os.getpid()}"
-    return Path(os.environ.get("SOLVER_COMPILE_CACHE_WORK") or default)
+def apply_engine_env(config: Config) -> None:
+    """The config's ``engine.env`` into this process's environment, where the user has not set a variable (the
+    user's own environment wins over the preset); the engine and a compile cache's fingerprint read it."""
+    for key, value in config.engine.env.items():
+        os.environ.setdefault(key, str(value))
 
 
 def apply_compile_cache(config: Config, model: str) -> CacheVerdict | None:
@@ -310,17 +308,48 @@ def apply_compile_cache(config: Config, model: str) -> CacheVerdict | None:
     from solver.engines.compile_cache import fingerprint_here, use_cache, vllm_location
 
     verdict = use_cache(Path(config.engine.compile_cache), fingerprint_here(model, config.engine.args),
-                        compile_cache_work_dir(), model_path=model, vllm_here=vllm_location())
+                        model_path=model, vllm_here=vllm_location())
     (log.info if verdict.usable else log.warning)(verdict.line)
     return verdict
 
 
 async def open_vllm_engine(config: Config) -> VllmEngine:
+    """Start the config's engine. With a compile cache that this machine may use, the engine starts from it; an
+    engine that fails to start with it is started again without it, once, and the cache is not tried again in this
+    process (``compile_cache.mark_failed``): a shipped cache is never worse than a cold start."""
     begin = time.perf_counter()
-    for key, value in config.engine.env.items():
-        os.environ.setdefault(key, str(value))  # the user's own environment wins over the preset
+    apply_engine_env(config)
     model = resolve_model(config.engine.model)
+    from solver.engines import compile_cache as cc
+
+    env_before = {name: os.environ.get(name) for name in cc.CACHE_ENV}
     verdict = apply_compile_cache(config, model)
+    root = Path(os.environ["VLLM_CACHE_ROOT"]).parent if verdict is not None and verdict.usable else None
+    files, kernels = (cc.root_files(root), cc.kernel_names(root)) if root is not None else (set(), set())
+    try:
+        engine = await _start_engine(config, model, verdict)
+    except Exception as exc:
+        if root is None or config.engine.compile_cache is None:
+            raise
+        reason = first_line(exc)
+        cc.mark_failed(config.engine.compile_cache, reason)
+        cc.cold_environment(os.environ, env_before)
+        line = (f"the compile cache {config.engine.compile_cache}: the engine failed to start with it ({reason}); "
+                "started again without it")
+        log.warning(line)
+        engine = await _start_engine(config, model, CacheVerdict(False, line))
+        root = None
+    if root is not None and verdict is not None:
+        outcome = cc.cache_outcome(root, files, kernels, time.perf_counter() - begin)
+        engine.compile_cache = dataclasses.replace(verdict, line=f"{verdict.line}; {outcome.describe()}",
+                                                   outcome=outcome)
+        log.info(engine.compile_cache.line)
+    engine.started = start_mark(begin)
+    return engine
+
+
+async def _start_engine(config: Config, model: str, verdict: CacheVerdict | None) -> VllmEngine:
+    """One engine start (its warm-up included) on ``model`` through the link ``verdict`` placed, if any."""
     from vllm.v1.engine.async_llm import AsyncLLM
 
     class OnceAsyncLLM(AsyncLLM):  # type: ignore[misc, valid-type]
@@ -356,7 +385,6 @@ async def open_vllm_engine(config: Config) -> VllmEngine:
         except BaseException:
             llm.shutdown()  # a start that fails (or is cancelled) mid warm-up leaves no engine core behind
             raise
-    engine.started = start_mark(begin)
     return engine
 
 

@@ -12,6 +12,7 @@ import dataclasses
 import json
 import logging
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -44,12 +45,24 @@ def fake_root(path: Path) -> Path:
     return path
 
 
+def built(tmp_path: Path, out: Path, fingerprint: Fingerprint = HERE, **kw: object) -> Path:
+    """A cache as ``solver compile-cache build`` writes one to ``out``: built in a root of its own under
+    ``tmp_path / "build"`` (removed after packing, as the build removes it), its model loaded through a link under
+    ``tmp_path / "links"``."""
+    root = tmp_path / "build" / out.name
+    kw.setdefault("model_path", str(model_link(fingerprint.model, root=tmp_path / "links")))
+    pack(fake_root(root / "vllm"), out, fingerprint, BUILT, model_name="dummy-gptoss-120b", **kw)  # type: ignore[arg-type]
+    shutil.rmtree(root)
+    return out
+
+
 def packed(tmp_path: Path, fingerprint: Fingerprint = HERE) -> Path:
-    """A cache as ``solver compile-cache build`` writes one, its model loaded through a link under ``tmp_path``."""
-    link = model_link(fingerprint.model, tmp_path / "links")
-    pack(fake_root(tmp_path / "root"), tmp_path / "cache", fingerprint, BUILT, model_path=str(link),
-         model_name="dummy-gptoss-120b")
-    return tmp_path / "cache"
+    return built(tmp_path, tmp_path / "cache", fingerprint)
+
+
+def work_of(cache: Path) -> Path:
+    """Where a start puts the cache's copy: the root it was built in."""
+    return Path(read_manifest(cache).cache_root).parent
 
 
 def model_folder(path: Path, config: bytes) -> Path:
@@ -95,10 +108,10 @@ def test_a_packed_cache_holds_the_root_the_triton_kernels_and_its_manifest_last(
 def test_a_cache_built_elsewhere_is_refused_in_one_line_and_nothing_changes(
         tmp_path: Path, clean_cache_env: None, field: str, value: str, says: str) -> None:
     cache = packed(tmp_path)
-    verdict = use_cache(cache, dataclasses.replace(HERE, **{field: value}), tmp_path / "work")
+    verdict = use_cache(cache, dataclasses.replace(HERE, **{field: value}))
     assert not verdict.usable and "\n" not in verdict.line and verdict.model_path is None
     assert f"refused: {says}; the engine starts cold" in verdict.line
-    assert not (tmp_path / "work").exists() and not any(name in os.environ for name in CACHE_ENV)
+    assert not work_of(cache).exists() and not any(name in os.environ for name in CACHE_ENV)
 
 
 def test_the_model_is_its_config_not_its_folder() -> None:
@@ -122,22 +135,22 @@ def test_a_renamed_folder_is_used_through_the_link_the_build_loaded_it_by_and_a_
     built = model_identity(str(model_folder(tmp_path / "build" / "dummy-gptoss-120b", config.encode())))
     cache = packed(tmp_path, dataclasses.replace(HERE, model=built))
     renamed = model_folder(tmp_path / "kaggle" / "input" / "gpt-oss-120b", config.encode())
-    verdict = use_cache(cache, dataclasses.replace(HERE, model=model_identity(str(renamed))), tmp_path / "work",
+    verdict = use_cache(cache, dataclasses.replace(HERE, model=model_identity(str(renamed))),
                         model_path=str(renamed))
     link = Path(read_manifest(cache).model_path)
     assert verdict.usable and verdict.model_path == str(link), verdict.line
     assert link.is_symlink() and link.resolve() == renamed.resolve()
     assert f"the model loaded through {link}" in verdict.line and "compile again" not in verdict.line
     # a second start (a rebuilt engine) finds the link in place
-    assert use_cache(cache, dataclasses.replace(HERE, model=built), tmp_path / "work",
-                     model_path=str(renamed)).model_path == str(link)
+    assert use_cache(cache, dataclasses.replace(HERE, model=built), model_path=str(renamed)).model_path == str(link)
 
     changed = model_folder(tmp_path / "other" / "gpt-oss-120b",
                            json.dumps({**json.loads(config), "num_local_experts": 32}).encode())
-    refused = use_cache(cache, dataclasses.replace(HERE, model=model_identity(str(changed))), tmp_path / "work2",
+    shutil.rmtree(work_of(cache))
+    refused = use_cache(cache, dataclasses.replace(HERE, model=model_identity(str(changed))),
                         model_path=str(changed))
     assert not refused.usable and f"refused: built for {built}, not config.json " in refused.line
-    assert not (tmp_path / "work2").exists()
+    assert not work_of(cache).exists()
 
 
 def test_a_path_the_build_loaded_from_that_holds_something_else_is_left_alone(
@@ -146,7 +159,7 @@ def test_a_path_the_build_loaded_from_that_holds_something_else_is_left_alone(
     link = Path(read_manifest(cache).model_path)
     other = model_folder(link, b'{"hidden_size": 8}')  # the user's own folder at that path (other weights)
     mine = model_folder(tmp_path / "kaggle" / "gpt-oss-120b", b'{"hidden_size": 2880}')
-    verdict = use_cache(cache, HERE, tmp_path / "work", model_path=str(mine))
+    verdict = use_cache(cache, HERE, model_path=str(mine))
     assert verdict.usable and verdict.model_path == str(mine)
     assert verdict.line.endswith(f"the model loaded through {mine}, not {link}: vLLM's compiled graphs compile again")
     assert not other.is_symlink() and (other / "config.json").read_bytes() == b'{"hidden_size": 8}'
@@ -167,21 +180,21 @@ def test_a_truncated_or_corrupted_cache_is_refused_in_one_line_and_nothing_chang
         (cache / "triton" / "KERNELHASH" / "k.cubin").unlink()
     else:
         graph.write_bytes(graph.read_bytes().upper())
-    verdict = use_cache(cache, HERE, tmp_path / "work")
+    verdict = use_cache(cache, HERE)
     assert verdict.line == f"the compile cache {cache}: refused: {says}; the engine starts cold"
     assert not verdict.usable and check_cache(cache, HERE)[0] == verdict
-    assert not (tmp_path / "work").exists() and not any(name in os.environ for name in CACHE_ENV)
+    assert not work_of(cache).exists() and not any(name in os.environ for name in CACHE_ENV)
 
 
 def test_a_folder_that_is_no_cache_is_refused_not_raised(tmp_path: Path, clean_cache_env: None) -> None:
     (tmp_path / "empty").mkdir()
-    assert "no manifest.json" in use_cache(tmp_path / "empty", HERE, tmp_path / "work").line
+    assert "no manifest.json" in use_cache(tmp_path / "empty", HERE).line
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / MANIFEST).write_text("{not json")
-    assert "not JSON" in use_cache(tmp_path / "bad", HERE, tmp_path / "work").line
+    assert "not JSON" in use_cache(tmp_path / "bad", HERE).line
     (tmp_path / "old").mkdir()
     (tmp_path / "old" / MANIFEST).write_text(json.dumps({"format": 1}))
-    assert "manifest format 1, this solver reads format 2" in use_cache(tmp_path / "old", HERE, tmp_path / "w").line
+    assert "manifest format 1, this solver reads format 3" in use_cache(tmp_path / "old", HERE).line
     assert not any(name in os.environ for name in CACHE_ENV)
 
 
@@ -191,14 +204,16 @@ def test_a_matching_cache_is_copied_where_the_engine_may_write_and_the_shipped_f
     read_only(cache)
     before = snapshot(cache)
     other_args = dataclasses.replace(HERE, engine_args={"kv_cache_dtype": "fp8", "max_num_seqs": 32})
-    verdict = use_cache(cache, other_args, tmp_path / "work")
+    verdict = use_cache(cache, other_args)
     assert verdict.usable and "used (built for vLLM 0.26.0" in verdict.line
     assert "other engine arguments (max_num_seqs 64, here 32)" in verdict.line
-    assert os.environ["VLLM_CACHE_ROOT"] == str(tmp_path / "work" / "vllm")
-    assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / "work" / "triton")
-    assert (tmp_path / "work" / "triton" / "KERNELHASH" / "k.cubin").is_file()
+    # put back where it was built: vLLM's artefacts keep absolute paths into that root
+    work = work_of(cache)
+    assert os.environ["VLLM_CACHE_ROOT"] == read_manifest(cache).cache_root == str(work / "vllm")
+    assert os.environ["TRITON_CACHE_DIR"] == str(work / "triton")
+    assert (work / "triton" / "KERNELHASH" / "k.cubin").is_file()
     # the engine adds to its copy: every folder of it is writable, though the shipped ones were not
-    assert all(p.stat().st_mode & 0o200 for p in [tmp_path / "work", *(tmp_path / "work").rglob("*")])
+    assert all(p.stat().st_mode & 0o200 for p in [work, *work.rglob("*")])
     assert snapshot(cache) == before
 
 
@@ -240,11 +255,19 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory, tiny_config) -> Path:
     from solver.models import resolve_model
 
     root = tmp_path_factory.mktemp("cache-build")
-    config = (Path(resolve_model(tiny_config.engine.model)) / "config.json").read_bytes()
-    built_from = model_folder(root / "models" / "smollm2-renamed", config)
+    model = Path(resolve_model(tiny_config.engine.model))
+    built_from = model_folder(root / "models" / "smollm2-renamed", (model / "config.json").read_bytes())
+    for weights in model.glob("*.safetensors"):  # the same weights, in a folder of another name
+        (built_from / weights.name).symlink_to(weights)
     out = root / "cache"
-    pack(fake_root(root / "root"), out, fingerprint_here(str(built_from), engine_args()), BUILT,
-         model_path=str(model_link(model_identity(str(built_from)), root / "links")), vllm_path=vllm_location())
+    # the environment the engine will start in: the preset's variables under this process's
+    environ = {**{k: str(v) for k, v in tiny_config.engine.env.items()}, **os.environ}
+    here = fingerprint_here(str(built_from), engine_args(), environ=environ)
+    assert here.weights.startswith("weights ")
+    build = root / "build" / "b1"
+    pack(fake_root(build / "vllm"), out, here, BUILT, vllm_path=vllm_location(),
+         model_path=str(model_link(model_identity(str(built_from)), here.weights, root / "links")))
+    shutil.rmtree(build)
     read_only(out)
     return out
 
@@ -260,10 +283,8 @@ def engine_args() -> dict[str, object]:
 def engine_config(tiny_config, cache_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     """The tiny engine with its warm-up on, vLLM's step log on, the packed cache, priority scheduling and one
     sequence slot."""
-    os.environ["SOLVER_COMPILE_CACHE_WORK"] = str(tmp_path_factory.mktemp("cache-work") / "work")
     engine = dataclasses.replace(tiny_config.engine, warmup=True, compile_cache=str(cache_dir), args=engine_args())
     yield dataclasses.replace(tiny_config, engine=engine)
-    os.environ.pop("SOLVER_COMPILE_CACHE_WORK", None)
 
 
 @pytest.fixture
@@ -332,7 +353,7 @@ def test_the_warm_up_runs_each_shape_alone_and_the_cache_is_used(engine_log, eng
     link = read_manifest(cache_dir).model_path
     assert engine.compile_cache is not None and engine.compile_cache.usable, engine.compile_cache
     assert engine.compile_cache.model_path == link and engine._llm.model_config.model == link
-    assert os.environ["VLLM_CACHE_ROOT"].endswith(os.path.join("work", "vllm"))
+    assert os.environ["VLLM_CACHE_ROOT"] == read_manifest(cache_dir).cache_root
     assert any("the compile cache" in line and ": used (built for vLLM" in line for line in lines)
     assert snapshot(cache_dir) == shipped
 
@@ -399,9 +420,17 @@ def test_the_command_packs_checks_and_refuses_as_its_exit_codes_say(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], clean_cache_env: None) -> None:
     pytest.importorskip("vllm")  # the fingerprint reads the installed vLLM and torch
     from solver.cli import main
+    from solver.engines.compile_cache import ROOT_BASE, build_root
 
-    root, cache = fake_root(tmp_path / "root"), tmp_path / "cache"
-    assert main(["compile-cache", "pack", str(root), "--out", str(cache)]) == 0
+    # a root anywhere else is refused: its artefacts' absolute paths could not be put back
+    assert main(["compile-cache", "pack", str(fake_root(tmp_path / "elsewhere")), "--out", str(tmp_path / "o")]) == 2
+    assert f"built at {ROOT_BASE}/<id>/vllm and used there again" in capsys.readouterr().err
+    base = build_root(f"test-{os.getpid()}-{tmp_path.name}")
+    root, cache = fake_root(base / "vllm"), tmp_path / "cache"
+    try:
+        assert main(["compile-cache", "pack", str(root), "--out", str(cache)]) == 0
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
     assert "compile cache written to" in capsys.readouterr().out
     assert main(["compile-cache", "check", str(cache)]) == 0
     assert ": used (built for vLLM" in capsys.readouterr().out
