@@ -108,6 +108,18 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stopping policies, comma separated, e.g. beta,esc:5; 'none' = run every repetition")
 
 
+def dry_run_args(args: argparse.Namespace, dry: Any) -> argparse.Namespace:
+    """``args`` for a dry run (``dry``: its ``solver.measure.DryRun``): a ``--config`` file that only the machine the
+    command is written for has (written there, e.g. by ``solver tune``; outside the checkout's committed files) is
+    named as skipped and left out, and the rest is checked; one missing from the checkout is a one-line error."""
+    from solver.config import ConfigError
+
+    path = getattr(args, "config_file", None)
+    if path is None or dry.present(path, "--config", ConfigError):
+        return args
+    return argparse.Namespace(**{**vars(args), "config_file": None})
+
+
 def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The dotted config keys the flags present on ``args`` set (absent or unset flags set nothing)."""
     from solver.config import stopper_set
