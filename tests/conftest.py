@@ -22,6 +22,16 @@ ROOT = Path(__file__).resolve().parents[1]
 # Real gpt-oss-120b attempts (no licence to redistribute: read from ../shared beside the checkout, never copied in).
 SHARED = Path(os.environ.get("SOLVER_SHARED", ROOT.parent / "shared"))
 REAL_ATTEMPTS = SHARED / "data" / "replay" / "gptoss120b_aimo3_dev.jsonl.xz"
+# gpt-oss-120b's config.json and tokenizer files, no weights: what a gpt-oss model folder says of itself.
+DUMMY_GPTOSS = SHARED / "gpu" / "models" / "dummy-gptoss-120b"
+
+
+@pytest.fixture(scope="session")
+def dummy_gptoss() -> Path:
+    """The dummy gpt-oss-120b folder (config.json: model_type gpt_oss); skipped, with one line, without it."""
+    if not (DUMMY_GPTOSS / "config.json").is_file():
+        pytest.skip(f"no dummy gpt-oss config at {DUMMY_GPTOSS} (../shared is not beside this checkout)")
+    return DUMMY_GPTOSS
 
 
 @pytest.fixture(scope="session")

@@ -66,7 +66,8 @@ AIMO3_GATEWAY = ROOT / "tests" / "kaggle" / "gateways" / "aimo3"
 def test_kaggle_submission_notebook_serves_the_real_aimo3_gateway_with_the_tiny_model(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The notebook as shipped, except: its install cell is skipped (the package is the checkout's) and a cell
-    after its settings points them at the tiny model, the vendored AIMO3 gateway and a temporary run folder."""
+    after its settings points them at the tiny model, a config file, the vendored AIMO3 gateway and a temporary run
+    folder."""
     import polars as pl
 
     from solver.cli import main as solver_main
@@ -79,12 +80,16 @@ def test_kaggle_submission_notebook_serves_the_real_aimo3_gateway_with_the_tiny_
     notebook = nbformat.read(KAGGLE_NOTEBOOK, as_version=4)
     tags = [cell.metadata.get("tags", []) for cell in notebook.cells]
     settings = next(i for i, t in enumerate(tags) if "settings" in t)
+    # short generations in a config file (CONFIG, as a tuned chosen.yaml is attached), the problems added to
+    # OVERRIDES as the settings cell says to
+    (tmp_path / "short.yaml").write_text("sampling: {max_tokens: 16, max_total_tokens: 32, max_turns: 1}\n"
+                                         "solve: {reps: 2, workers: 2}\n")
     test_settings = nbformat.v4.new_code_cell(
         'PRESET = "tiny"\n'
+        'MODEL = None\n'
         f'COMPILE_CACHE = {str(tmp_path / "cache")!r}\n'
-        'OVERRIDES = {"sampling.max_tokens": 16, "sampling.max_total_tokens": 32, "sampling.max_turns": 1,\n'
-        '             "solve.reps": 2, "solve.workers": 2, "budget.problems": 3, "budget.max_s": 120.0,\n'
-        '             "engine.compile_cache": COMPILE_CACHE}\n'
+        f'CONFIG = {str(tmp_path / "short.yaml")!r}\n'
+        'OVERRIDES.update({"budget.problems": 3, "budget.max_s": 120.0})\n'
         f'RUN_DIR = {str(tmp_path / "run")!r}\n'
         f'GATEWAY = {str(AIMO3_GATEWAY)!r}\n')
     cells = [c for c in notebook.cells if "install" not in c.metadata.get("tags", [])]
@@ -105,3 +110,4 @@ def test_kaggle_submission_notebook_serves_the_real_aimo3_gateway_with_the_tiny_
     calls = [json.loads(line) for line in (tmp_path / "run" / "calls.jsonl").read_text().splitlines()]
     assert [c["id"] for c in calls] == submission["id"].to_list()
     assert all(c["generated_tokens"] > 0 for c in calls), "the tiny model generated tokens"
+    assert all(c["repetitions"] <= 2 for c in calls), "CONFIG's solve.reps (the preset's is 4)"

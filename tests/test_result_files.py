@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-READMES = ("README.md", "benchmarks/README.md", "evaluation/README.md", "kaggle/README.md")
+READMES = ("README.md", "benchmarks/README.md", "evaluation/README.md", "kaggle/README.md", "docs/gptoss-h100.md")
 # A cited path: a results folder named from the root, from `$R`, or bare; the lookbehind keeps the tail of a longer
 # path (`$OUT/results/`, `benchmarks/results/`) from counting again as a bare one. The path ends on a name character,
 # `*`, `}` or `/`, so a sentence's comma, full stop or closing bracket is not part of it.

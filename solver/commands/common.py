@@ -104,11 +104,26 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temperature", type=float, default=None)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--voter", default=None, help="voting policy name")
-    parser.add_argument("--stopper", default=None, help="stopping policies, comma separated, e.g. beta,esc:5")
+    parser.add_argument("--stopper", default=None,
+                        help="stopping policies, comma separated, e.g. beta,esc:5; 'none' = run every repetition")
+
+
+def dry_run_args(args: argparse.Namespace, dry: Any) -> argparse.Namespace:
+    """``args`` for a dry run (``dry``: its ``solver.measure.DryRun``): a ``--config`` file that only the machine the
+    command is written for has (written there, e.g. by ``solver tune``; outside the checkout's committed files) is
+    named as skipped and left out, and the rest is checked; one missing from the checkout is a one-line error."""
+    from solver.config import ConfigError
+
+    path = getattr(args, "config_file", None)
+    if path is None or dry.present(path, "--config", ConfigError):
+        return args
+    return argparse.Namespace(**{**vars(args), "config_file": None})
 
 
 def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The dotted config keys the flags present on ``args`` set (absent or unset flags set nothing)."""
+    from solver.config import stopper_set
+
     stopper = getattr(args, "stopper", None)
     flags = {
         "engine.model": getattr(args, "model", None), "engine.name": getattr(args, "engine", None),
@@ -117,7 +132,7 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "solve.parallel_problems": getattr(args, "parallel_problems", None),
         "sampling.max_tokens": getattr(args, "max_tokens", None),
         "sampling.temperature": getattr(args, "temperature", None), "sampling.seed": getattr(args, "seed", None),
-        "vote.voter": getattr(args, "voter", None), "stop.stoppers": stopper.split(",") if stopper else None,
+        "vote.voter": getattr(args, "voter", None), "stop.stoppers": list(stopper_set(stopper)) if stopper else None,
     }
     return {k: v for k, v in flags.items() if v is not None}
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from solver.commands.common import add_cluster_arguments, cluster_spec
-from solver.config import parse_overrides
+from solver.config import parse_overrides, stopper_set
 
 T = TypeVar("T")
 
@@ -86,7 +86,7 @@ def stopper_sets(items: list[str]) -> tuple[tuple[str, ...], ...]:
     >>> stopper_sets(["none", "beta, esc:5"])
     ((), ('beta', 'esc:5'))
     """
-    return tuple(() if s.strip() == "none" else tuple(x.strip() for x in s.split(",") if x.strip()) for s in items)
+    return tuple(stopper_set(s) for s in items)
 
 
 def default_jobs() -> int:
@@ -141,7 +141,8 @@ def add_grid_arguments(parser: argparse.ArgumentParser, *, trials: int, defaults
                              "one (the same problems run twice with fresh draws, a problem scoring 1 when both "
                              "answers are right, 0.5 when one is, 0 when neither), or problems right in one run")
     parser.add_argument("--line", type=float, default=None, metavar="L",
-                        help="report P(score >= L) for every setting (default 47, AIMO3's prize line)")
+                        help="report P(score >= L) for every setting (default: AIMO3's prize line, 47 of 50, scaled "
+                             "to the day's K problems)")
     parser.add_argument("--order", default=None, metavar="random|hard-first|hard-last|hard-middle",
                         help="the order a run serves its problems in: random (the gateway's; AIMO3's private set "
                              "keeps one order for both runs), or, as a stress setting, the hard problems (the "

@@ -14,7 +14,7 @@ import argparse
 import time
 from pathlib import Path
 
-from solver.commands.common import EXIT_FAILED, add_config_arguments, config_from_args
+from solver.commands.common import EXIT_FAILED, add_config_arguments, config_from_args, dry_run_args
 
 # Light imports only at module level: the CLI imports every command to build its parser.
 
@@ -54,6 +54,12 @@ def run(args: argparse.Namespace) -> int:
     if args.time_limit is not None and args.time_limit <= 0:
         raise ConfigError("--time-limit must be > 0")
     comp = competition(args.competition)
+    dry = None
+    if args.dry_run:
+        from solver.measure import DryRun
+
+        dry = DryRun("solver kaggle-local")
+        args = dry_run_args(args, dry)
     config = config_from_args(args)
     problems = load_problems(args.data, limit=args.limit)
     if not problems:
@@ -62,11 +68,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{out} is not empty; choose another --out")
     server_class = find_server(comp, args.gateway)
     config = config.replace({"budget.problems": len(problems)})
-    if args.dry_run:
-        from solver.measure import DryRun
+    if dry is not None:
         from solver.loop.parts import prepare_run
 
-        dry = DryRun("solver kaggle-local")
         dry.engine_args(config, ConfigError)
         prepare_run(config, find_model=lambda model: dry.model(model, ConfigError))
         dry.gpus(config.engine.args, ConfigError)

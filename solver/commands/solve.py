@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from solver.commands.common import (EXIT_INTERRUPTED, add_cluster_arguments, add_config_arguments, cluster_spec,
-                                    fail, print_report, read_choices)
+                                    dry_run_args, fail, print_report, read_choices)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -25,6 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
                         help="continue a stopped run: keep its finished repetitions, complete the rest")
     parser.add_argument("--limit", type=int, default=None, help="only the first N problems")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="parse and check the command (the engine's arguments, the model, the GPUs, every name "
+                             "the config gives): no engine starts, nothing is written (solver/measure/dryrun.py)")
     add_config_arguments(parser)
     add_cluster_arguments(parser)
     parser.set_defaults(func=run)
@@ -33,7 +36,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     from solver.loop.run import make_run
 
-    choices, records = None, None
+    choices, records, dry = None, None, None
+    if args.dry_run:
+        from solver.measure import DryRun
+
+        dry = DryRun("solver solve")
+        args = dry_run_args(args, dry)
     if args.resume is not None:
         from solver.runlog import read_log
 
@@ -58,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
             return fail("DATA is required (a CSV or JSONL problem file)")
     if not problems:
         return fail("no problems to solve")
+    if dry is not None:
+        return _dry_run(dry, choices.config() if choices is not None else records.config, len(problems), run_dir)
     cluster = cluster_spec(args)
     made = make_run(choices, problems, run_dir, resume=records is not None, records=records,
                     cluster=cluster is not None)  # checks every name and path, then creates or resumes RUN_DIR
@@ -81,6 +91,19 @@ def run(args: argparse.Namespace) -> int:
             raise
     print_report(session.run_dir)
     return 0
+
+
+def _dry_run(dry: Any, config: Any, problems: int, run_dir: Path) -> int:
+    """What the run would start, checked as kaggle-local's dry run checks it; nothing starts or is written."""
+    from solver.config import ConfigError
+    from solver.loop.parts import prepare_run
+
+    dry.engine_args(config, ConfigError)
+    prepare_run(config, find_model=lambda model: dry.model(model, ConfigError))
+    dry.gpus(config.engine.args, ConfigError)
+    dry.add(f"{problems} problems, up to {config.solve.reps} repetitions each, stopped by "
+            f"{', '.join(config.stop.stoppers) or 'none (every repetition runs)'}; output {run_dir}")
+    return dry.print()
 
 
 def _problems(args: argparse.Namespace, config: Any) -> Any:

@@ -8,14 +8,15 @@ Outsiders import from here; the modules behind it are this package's own.
 from solver.config.layout import DEFAULT_MAX_NUM_SEQS, Layout, engine_batch, parse_layout
 from solver.config.loading import (PRESET_DIR, Choices, load_config, load_preset, parse_overrides, presets,
                                    read_choices, read_config_file, save_config)
-from solver.config.policy import AnswerConfig, BudgetConfig, SolveConfig, StopConfig, VoteConfig
+from solver.config.policy import (EVERY_REPETITION, AnswerConfig, BudgetConfig, SolveConfig, StopConfig, VoteConfig,
+                                  stopper_set)
 from solver.config.registry import Registry
 from solver.config.schema import (SOLVER_OWNED_SAMPLING, Config, EngineConfig, PromptConfig, SamplingConfig,
                                   SandboxConfig, from_dict, repetitions_busy)
 from solver.errors import ConfigError
 
 __all__ = ["AnswerConfig", "BudgetConfig", "Choices", "Config", "ConfigError", "DEFAULT_MAX_NUM_SEQS", "EngineConfig",
-           "Layout", "PRESET_DIR", "PromptConfig", "Registry", "SOLVER_OWNED_SAMPLING", "SamplingConfig",
-           "SandboxConfig", "SolveConfig", "StopConfig", "VoteConfig", "engine_batch", "from_dict",
+           "EVERY_REPETITION", "Layout", "PRESET_DIR", "PromptConfig", "Registry", "SOLVER_OWNED_SAMPLING",
+           "SamplingConfig", "SandboxConfig", "SolveConfig", "StopConfig", "VoteConfig", "engine_batch", "from_dict",
            "load_config", "load_preset", "parse_layout", "parse_overrides", "presets", "read_choices",
-           "read_config_file", "repetitions_busy", "save_config"]
+           "read_config_file", "repetitions_busy", "save_config", "stopper_set"]

@@ -41,9 +41,24 @@ class VoteConfig:
         check(self.tie in ("smallest", "largest", "first"), "vote.tie must be smallest, largest or first")
 
 
+EVERY_REPETITION = "none"  # the stopper set that runs every repetition, spelled so by every command
+
+
+def stopper_set(text: str) -> tuple[str, ...]:
+    """A stopper set as every command's ``--stopper`` takes it: names joined by commas, or ``none``
+    (:data:`EVERY_REPETITION`): no stopper, every repetition runs (only the cap, and a budget, end a problem).
+
+    >>> stopper_set("beta, esc:5"), stopper_set("none"), stopper_set(" None ")
+    (('beta', 'esc:5'), (), ())
+    """
+    if text.strip().lower() == EVERY_REPETITION:
+        return ()
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
 @dataclass(frozen=True)
 class StopConfig:
-    stoppers: tuple[str, ...] = ()  # registry names; empty = run every repetition
+    stoppers: tuple[str, ...] = ()  # registry names; empty (--stopper none) = run every repetition
     combine: Literal["any", "all"] = "any"
     first_answer: bool = False  # end a repetition at its first final answer
     confidence_warmup: int = 0  # DeepConf-style online filter: 0 = off, else K warm-up repetitions

@@ -3,7 +3,8 @@
 Rooms: ``competition`` (the competitions as data, the config overlay), ``rows`` (rows in, frames out),
 ``predictor`` (:class:`KagglePredictor`, its options, call records), ``supervisor`` (the engine's life and its
 limits), ``thread`` (the one event loop the engine lives on, for a synchronous caller),
-``serve`` (the ``predict`` function the relay accepts, ``kaggle_evaluation``). Rehearsing it (a local run behind the
+``serve`` (the ``predict`` function the relay accepts, ``kaggle_evaluation``), ``settings`` (the notebook's
+settings cell as one config: preset, config file, model, compile cache, overrides). Rehearsing it (a local run behind the
 gateway, a Kaggle day on recorded attempts) is the measurement wing's (``solver.measure``).
 Importing this package starts nothing; the names the notebook uses are re-exported here.
 """
@@ -12,7 +13,9 @@ from solver.kaggle.competition import COMPETITIONS, Competition, competition, co
 from solver.kaggle.predictor import CallRecord, KagglePredictor, PredictorOptions, process_start
 from solver.kaggle.rows import check_prediction
 from solver.kaggle.serve import endpoint, find_server, serve
+from solver.kaggle.settings import notebook_config
 from solver.kaggle.supervisor import EngineLimits
 
 __all__ = ["COMPETITIONS", "CallRecord", "Competition", "EngineLimits", "KagglePredictor", "PredictorOptions",
-           "check_prediction", "competition", "competition_config", "endpoint", "find_server", "process_start", "serve"]
+           "check_prediction", "competition", "competition_config", "endpoint", "find_server", "notebook_config",
+           "process_start", "serve"]

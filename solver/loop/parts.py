@@ -48,9 +48,11 @@ def prepare_run(config: Config, *, find_model: Callable[[str | None], object] | 
     solver.errors.ConfigError: the replay engine needs --from RUN_DIR
     """
     from solver.dialects import check_dialect
+    from solver.dialects.fit import check_model_dialect
     from solver.engines import factory_path
 
     parts = RunParts.of(config)
+    check_model_dialect(config)  # a gpt-oss model with a dialect other than harmony: the preset to use, named
     check_dialect(config)  # harmony's vocabulary offline; a chat template that declares hermes's tool
     factory_path(config.engine.name)
     if config.engine.name == "vllm":

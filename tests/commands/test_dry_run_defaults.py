@@ -27,6 +27,7 @@ REQUIRED: dict[tuple[str, ...], list[str]] = {
     ("solver", "day"): ["--json", "{tmp}/day.json"],
     ("solver", "serve"): [],
     ("solver", "kaggle-local"): ["demo", "--out", "{tmp}/rehearsal"],
+    ("solver", "solve"): ["demo", "--out", "{tmp}/run"],
     ("solver", "sweep"): ["demo", "--reps", "2", "--workers", "2", "--out", "{tmp}/sweep"],
     ("cluster.py",): [],
     ("day.py",): ["--json", "{tmp}/day.json"],

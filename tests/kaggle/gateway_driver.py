@@ -1,11 +1,13 @@
 """Runs the notebook's code path in its own process, for the real-gateway tests:
 
-    python gateway_driver.py COMPETITION GATEWAY_DIR TEST_CSV REPORT_JSON --engine tiny|scripted
+    python gateway_driver.py COMPETITION GATEWAY_DIR TEST_CSV REPORT_JSON --engine tiny|scripted [--notebook SETTINGS]
 
 builds a ``KagglePredictor`` and calls ``solver.kaggle.serve`` with the competition's real ``kaggle_evaluation``
 (the local gateway in the working directory, or ``.serve()`` when ``KAGGLE_IS_COMPETITION_RERUN`` is set, until
-SIGINT). Then it writes REPORT_JSON: the predictor's call records, its engine builds, the wall time, the pids of
-every process started under this one while serving, and those still alive after serving ended."""
+SIGINT); with ``--notebook`` the scripted engine serves the config that the shipped notebook's cells build under
+the settings in the file SETTINGS (``notebook_settings``). Then it writes REPORT_JSON: the predictor's call records,
+its engine builds, the wall time, the pids of every process started under this one while serving, and those still
+alive after serving ended."""
 
 from __future__ import annotations
 
@@ -51,6 +53,25 @@ def alive(pids: set[int]) -> list[str]:
     return out
 
 
+NOTEBOOK = Path(__file__).resolve().parents[2] / "kaggle" / "submission.ipynb"
+
+
+def notebook_settings(settings: Path):
+    """The config the shipped submission notebook builds: its settings cell, then ``settings`` (a cell of the
+    test's, as a user edits the settings), then its predictor cell, run as the notebook runs them (its install and
+    serve cells left out). The predictor that cell builds starts no engine before its first call; it is closed, and
+    its config is served here by a scripted engine."""
+    import nbformat
+
+    cells = {tag: cell.source for cell in nbformat.read(NOTEBOOK, as_version=4).cells
+             for tag in cell.metadata.get("tags", [])}
+    namespace: dict = {}
+    for source in (cells["settings"], settings.read_text(), cells["predictor"]):
+        exec(compile(source, str(NOTEBOOK), "exec"), namespace)
+    namespace["predictor"].close()
+    return namespace["config"]
+
+
 def main() -> int:
     comp, gateway_dir, data, report = sys.argv[1:5]
     engine = sys.argv[sys.argv.index("--engine") + 1]
@@ -64,7 +85,9 @@ def main() -> int:
         from kaggle_doubles import FaultyScriptedEngine, fast_config, scripted_factory
 
         factory, _ = scripted_factory([FaultyScriptedEngine(lambda r: "answer", answer="2042")])
-        predictor = KagglePredictor(fast_config(), comp, PredictorOptions(run_dir=Path("run"), open_session=factory))
+        config = notebook_settings(Path(sys.argv[sys.argv.index("--notebook") + 1])) if "--notebook" in sys.argv \
+            else fast_config()
+        predictor = KagglePredictor(config, comp, PredictorOptions(run_dir=Path("run"), open_session=factory))
     seen: set[int] = set()
     stop = threading.Event()
     watcher = threading.Thread(target=watch_children, args=(seen, stop), daemon=True)

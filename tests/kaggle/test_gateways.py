@@ -48,12 +48,12 @@ def still_running(pids: list[int], wait_s: float = 30.0) -> list[int]:
         time.sleep(0.5)
 
 
-def drive(comp: str, engine: str, cwd: Path, timeout_s: float) -> dict[str, Any]:
-    """The driver over the competition's own local gateway and test.csv; its report. Every process started
-    under it is gone once it has exited."""
+def drive(comp: str, engine: str, cwd: Path, timeout_s: float, *extra: str) -> dict[str, Any]:
+    """The driver over the competition's own local gateway and test.csv (``extra``: more of its arguments); its
+    report. Every process started under it is gone once it has exited."""
     report = cwd / "report.json"
     done = subprocess.run([sys.executable, str(DRIVER), comp, str(GATEWAYS / comp), str(GATEWAYS / comp / "test.csv"),
-                           str(report), "--engine", engine], cwd=cwd, env=_env(), capture_output=True, text=True,
+                           str(report), "--engine", engine, *extra], cwd=cwd, env=_env(), capture_output=True, text=True,
                           timeout=timeout_s)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(report.read_text())
@@ -100,6 +100,31 @@ def test_scripted_engine_through_the_real_gateway(comp: str, answer: int, tmp_pa
     assert set(submission["answer"].to_list()) == {answer}, "2042, taken mod 1000 for AIMO2"
     assert [c["status"] for c in report["calls"]] == ["solved"] * 3
     assert sorted(c["id"] for c in report["calls"]) == sorted(submission["id"].to_list())
+    assert report["left"] == [], report["left"]
+
+
+TUNED = ROOT / "evaluation" / "results" / "tune-aimo3" / "chosen.yaml"  # what solver tune wrote for gpt-oss
+
+
+def test_the_notebooks_config_file_reaches_the_real_gateway_under_its_overrides(tmp_path: Path) -> None:
+    """The shipped notebook's cells with ``CONFIG`` set to a policy ``solver tune`` wrote and a key added to
+    ``OVERRIDES``: the policy is what the gateway's calls run (its stopper fires), the added key wins over the file,
+    and what the file does not set stays the preset's."""
+    import yaml
+
+    tuned = yaml.safe_load(TUNED.read_text())
+    assert tuned["stop"]["stoppers"] == ["agree:4"] and tuned["solve"]["reps"] == 8  # the tiny preset differs
+    settings = tmp_path / "settings.py"
+    settings.write_text('PRESET = "tiny"\nMODEL = None\n'
+                        f'CONFIG = {str(TUNED)!r}\n'
+                        'OVERRIDES["solve.reps"] = 6\n')
+    report = drive("aimo3", "scripted", tmp_path, 300, "--notebook", str(settings))
+    check_submission(tmp_path / "submission.parquet", "aimo3")
+    assert [(c["status"], c["stopped_by"], c["repetitions"]) for c in report["calls"]] == [("solved", "agree:4", 4)] * 3
+    ran = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    assert ran["preset"] == "tiny" and ran["stop"]["stoppers"] == ["agree:4"] and ran["vote"]["voter"] == "majority"
+    assert ran["solve"]["reps"] == 6, "OVERRIDES win over CONFIG"
+    assert ran["prompt"]["dialect"] == "fences" and ran["engine"]["compile_cache"] is None, "the rest: the preset's"
     assert report["left"] == [], report["left"]
 
 

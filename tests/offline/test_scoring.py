@@ -201,5 +201,19 @@ def test_a_setting_beyond_the_data_is_flagged_beside_its_row(tmp_path: Path) -> 
     assert not inside.beyond_data and beyond.beyond_data and beyond.bootstrapped == 4
     rows = [line for line in markdown(report).splitlines() if line.startswith("| 2 |")]
     assert rows and rows[0].rstrip(" |").endswith("⚑ beyond the data: 4.0 of 4 topped up")
-    assert math.isclose(report.summaries[0].p_line, 0.0)  # the default line, 47, is above 4 problems
-    assert "above the K = 4 problems" in markdown(report)
+    held = simulate(request(run, trials=20, line=47.0))  # AIMO3's line, given, is above 4 problems
+    assert math.isclose(held.summaries[0].p_line, 0.0) and "above the K = 4 problems" in markdown(held)
+    assert "the line 47 (--line)" in markdown(held)
+
+
+def test_the_default_line_is_aimo3s_share_of_the_days_problems(tmp_path: Path) -> None:
+    """Without --line a 4-problem day is held to 47/50 of 4, not to 47 (which no such day reaches); the report and
+    chosen.yaml's head say so."""
+    from solver.offline.sim import markdown
+
+    run = synthetic(tmp_path / "run", [0.9, 0.95, 0.97, 0.99], reps=8)
+    report = simulate(request(run, trials=50))
+    assert report.request.line == 3.76 and not report.line_given and report.summaries[0].line == 3.76
+    assert report.summaries[0].p_line > 0.5  # a day that gets all 4 right clears it (none clears 47)
+    assert "the line 3.76: AIMO3's prize line, 47 of 50, scaled to the day's 4 problems (--line L sets one)" in \
+        markdown(report)

@@ -281,7 +281,8 @@ def test_the_report_shows_the_private_rule_beside_the_public_one_with_the_line(
                  "agree:2", "--trials", "20", "--jobs", "1", "--scoring", "aimo3-private", "--line", "5",
                  "--compare", "1,2"]) == 0
     printed = capsys.readouterr().out
-    for needle in ("Scoring: aimo3-private", "clears the line 5", "## What the data can tell", "#1 − #2",
+    for needle in ("Scoring: aimo3-private", "the line 5 (--line); the chosen setting clears it on",
+                   "## What the data can tell", "#1 − #2",
                    "| P(≥5) |", "vs the best (score, 95 %)"):
         assert needle in printed, needle
     html = (out / "report.html").read_text()
@@ -295,3 +296,19 @@ def test_the_report_shows_the_private_rule_beside_the_public_one_with_the_line(
     assert {"first_run_p_line", "vs_best", "separable", "beyond_data", "p_line"} <= set(rows[0])
     assert sum(r["vs_best"] == "" for r in rows) == 1  # the best has no difference from itself
     assert "# scoring aimo3-private: P(score >= 5)" in (out / "chosen.yaml").read_text()
+
+
+def test_without_line_the_report_holds_the_day_to_aimo3s_share_of_its_problems(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A log of a few problems is not held to 47 (which it cannot reach): the line is 47/50 of its problems, and
+    the report and chosen.yaml say so."""
+    from solver.offline.sim.scoring import scaled_line
+    from solver.runlog import read_log
+
+    out = tmp_path / "tune"
+    assert main(["tune", str(FIXTURE_RUN), "--out", str(out), "--reps", "2", "--stopper", "none", "--trials", "20",
+                 "--jobs", "1"]) == 0
+    k = len(read_log(FIXTURE_RUN).problems)
+    said = f"the line {scaled_line(k):g}: AIMO3's prize line, 47 of 50, scaled to the day's {k} problems"
+    assert k < 47 and said in capsys.readouterr().out
+    assert f"# {said}" in (out / "chosen.yaml").read_text()

@@ -80,7 +80,7 @@ def markdown(report: SimulationReport) -> str:
         f"{report.recorded[1]}  ",
         f"K = {k} problems per leaderboard run, {req.trials} trials per setting, seed {req.seed}, "
         f"draw = {req.draw}, timing = " + timing_text(report) + "  ",
-        f"Scoring: {rule.name} ({rule.text}); line L = {req.line:g}; order {req.order}"
+        f"Scoring: {rule.name} ({rule.text}); {report.line_text}; order {req.order}"
         f"{' (stress setting)' if req.order != 'random' else ''}; seed policy {report.config.sampling.seed_policy}; "
         f"{jitter_text(req.machine_speed)}", "",
     ]

@@ -25,6 +25,31 @@ import numpy as np
 from solver.offline.sim.pools import SimulationError
 
 DEFAULT_LINE = 47.0  # AIMO3's prize line: at least 47 of 50 on both the public and the private set
+PRIZE_PROBLEMS = 50  # the problems of the set that line is drawn on
+
+
+def scaled_line(problems: int) -> float:
+    """The line when none is given: AIMO3's prize line as the same share (47 of 50) of a day of ``problems``, so a
+    small set of one's own is not held to 47.
+
+    >>> scaled_line(50), scaled_line(6), scaled_line(88)
+    (47.0, 5.64, 82.72)
+    """
+    return round(DEFAULT_LINE * problems / PRIZE_PROBLEMS, 2)
+
+
+def line_text(line: float, given: bool, problems: int) -> str:
+    """Where the line came from, for the reports.
+
+    >>> line_text(5.64, False, 6)
+    "the line 5.64: AIMO3's prize line, 47 of 50, scaled to the day's 6 problems (--line L sets one)"
+    >>> line_text(40, True, 50)
+    'the line 40 (--line)'
+    """
+    if given:
+        return f"the line {line:g} (--line)"
+    return (f"the line {line:g}: AIMO3's prize line, {DEFAULT_LINE:g} of {PRIZE_PROBLEMS}, scaled to the day's "
+            f"{problems} problems (--line L sets one)")
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ from solver.core.stopping import make_stopper
 from solver.offline.sim.bias import bootstrap_biases
 from solver.offline.sim.calibration import Calibration, calibrate
 from solver.offline.sim.pools import Prepared, ProblemPool, SimulationError, load_pools, prepare
-from solver.offline.sim.scoring import DEFAULT_LINE, DEFAULT_SCORING, Scoring, scoring
+from solver.offline.sim.scoring import DEFAULT_SCORING, Scoring, line_text, scaled_line, scoring
 from solver.offline.sim.separation import Difference
 from solver.offline.sim.summary import Comparer, Summary, against_best, default_thresholds, summarise
 from solver.offline.sim.trials import ORDERS, Draw, Order, Plan, grid, run_trials
@@ -85,7 +85,7 @@ class SimulationRequest:
     overrides: tuple[tuple[str, object], ...] = ()  # dotted config keys applied to the runs' config, e.g.
     # (("budget.reserve_s", 0),) — the budget manager's floors and reserve come from the config
     scoring: str = DEFAULT_SCORING  # a name of solver.offline.sim.scoring.SCORINGS
-    line: float = DEFAULT_LINE  # P(score >= line) is reported for every setting
+    line: float | None = None  # P(score >= line) is reported for every setting; None: scaled_line(K)
     machine_speed: float = DEFAULT_MACHINE_SPEED  # stress test: each run's seconds × a factor in 1 ± this (0: off)
     compare: tuple[tuple[int, int], ...] = ()  # pairs of settings (1-based rows of the grid) to set against each other
     order: str = "random"  # the first run's order: random (the gateway's shuffle) or a stress order, ORDERS
@@ -106,6 +106,13 @@ class SimulationReport:
     time_model: EngineTimeModel | None = None  # what timed the repetitions (None: recorded durations)
     comparisons: tuple[Difference, ...] = ()  # the request's --compare pairs, first minus second
     scoring: Scoring | None = None  # the rule the days were scored by (None: the request's, by name)
+    line_given: bool = True  # the request's line was given (--line); False: scaled to K (the request holds it)
+
+    @property
+    def line_text(self) -> str:
+        """Where the line came from: ``--line``, or AIMO3's scaled to the day's problems."""
+        assert self.request.line is not None  # resolved by simulate_pools
+        return line_text(self.request.line, self.line_given, self.summaries[0].problems if self.summaries else 0)
 
     @property
     def rule(self) -> Scoring:
@@ -147,7 +154,7 @@ def validate(req: SimulationRequest) -> None:
         raise SimulationError("--time-model times repetitions by the engine model: leave out --tokens-per-s and "
                               "--time-model none")
     scoring(req.scoring)  # an unknown name fails here
-    if req.line < 0:
+    if req.line is not None and req.line < 0:
         raise SimulationError("--line must be >= 0")
     if not 0 <= req.machine_speed < 1:
         raise SimulationError("--machine-speed must be >= 0 and below 1 (0.1: a run's seconds vary by ±10 %)")
@@ -207,6 +214,8 @@ def simulate_pools(req: SimulationRequest, pools: list[ProblemPool], config: Con
     k = req.problems or (min(config.budget.problems, len(pools)) if budgeted else len(pools))
     if k > len(pools):
         raise SimulationError(f"--problems {k} exceeds the {len(pools)} problems recorded")
+    line_given = req.line is not None
+    req = replace(req, line=req.line if line_given else scaled_line(k))  # the report holds the line it used
     sizes = [len(p.repetitions) for p in pools]
     if max(sizes) == 0:
         raise SimulationError("the runs hold no finished repetitions")
@@ -253,4 +262,4 @@ def simulate_pools(req: SimulationRequest, pools: list[ProblemPool], config: Con
                 note = f"skipped: {exc}"
     zero_time = model is None and all(float(p.seconds.sum()) == 0.0 for p in prepared)
     return SimulationReport(req, len(pools), (min(sizes), max(sizes)), zero_time, summaries, calibration, note,
-                            config.budget, prepared, config, model, comparisons, rule)
+                            config.budget, prepared, config, model, comparisons, rule, line_given)

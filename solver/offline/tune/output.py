@@ -191,7 +191,7 @@ def scoring_lines(report: TuneReport) -> list[str]:
     alone: the public leaderboard's), and how the machine-speed stress test moves it."""
     sim = report.simulation
     rule, req, c = sim.rule, sim.request, report.choice
-    text = (f"Scoring: {rule.name} ({rule.text}); the chosen setting clears the line {req.line:g} on "
+    text = (f"Scoring: {rule.name} ({rule.text}); {sim.line_text}; the chosen setting clears it on "
             f"{100 * c.p_line:.0f} % of days")
     if rule.runs > 1:
         text += (f"; one run alone (a {rule.first_run_name.split(' ')[0]} leaderboard day) scores "

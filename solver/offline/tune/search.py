@@ -128,7 +128,9 @@ def config_text(report: TuneReport) -> str:
         f"# expected accuracy {100 * c.mean / k:.2f} % (5-95 %: {100 * c.quantiles[0.05] / k:.1f}-"
         f"{100 * c.quantiles[0.95] / k:.1f} %) on {k} problems; {c.launched:.2f} repetitions launched per problem",
         f"# scoring {report.simulation.rule.name}: P(score >= {c.line:g}) = {c.p_line:.2f}",
-        "# use: solver solve DATA --config THIS_FILE (layered on the preset)",
+        f"# {report.simulation.line_text}",
+        "# use: solver solve DATA --config THIS_FILE, solver kaggle-local ... --config THIS_FILE, or the Kaggle",
+        "# notebook's CONFIG (layered on the preset; the notebook's OVERRIDES over it)",
     ]
     return "\n".join(head) + "\n" + yaml.safe_dump(chosen_config(report), sort_keys=False)
 
