@@ -194,6 +194,7 @@ class Config:
         solver.errors.ConfigError: the replay engine needs --from RUN_DIR
         """
         e = self.engine
+        check_model_named(self)
         _check(e.name != "openai" or bool(e.endpoints), "the openai engine needs at least one --endpoint URL")
         _check(e.name != "replay" or bool(e.replay_from), "the replay engine needs --from RUN_DIR")
         _check(self.solve.parallel_problems == 1 or not (self.budget.total_s or self.budget.cutoff_s),
@@ -205,6 +206,26 @@ class Config:
     def replace(self, overrides: dict[str, Any]) -> Config:
         """A new config with dotted-key overrides applied, e.g. {"solve.reps": 4}."""
         return from_dict(_merge(self.to_dict(), _undot(overrides)))
+
+
+def check_model_named(config: Config) -> None:
+    """A vLLM engine written for a GPU (every engine but one for vLLM's CPU build, ``cpu_engine``) names its model:
+    without ``--model`` it would load the embedded tiny model with the GPU's arguments (its ``max_model_len``, fp8
+    KV cache), which fails minutes later or measures nothing worth having; a one-line ConfigError here instead.
+    Every preset's engine sets ``engine.env``; one with none is a config built in code (``Config()``), left alone.
+
+    >>> check_model_named(Config())
+    >>> check_model_named(Config(preset="h100").replace({"engine.env": {"TOKENIZERS_PARALLELISM": "false"}}))
+    Traceback (most recent call last):
+    ...
+    solver.errors.ConfigError: --model is required with preset h100 (its engine is written for a GPU; the embedded tiny model runs on the CPU preset tiny)
+    """
+    from solver.engines.engine_args import cpu_engine
+
+    e = config.engine
+    _check(e.name != "vllm" or e.model is not None or not e.env or cpu_engine(e.env),
+           f"--model is required with preset {config.preset} (its engine is written for a GPU; the embedded tiny "
+           "model runs on the CPU preset tiny)")
 
 
 # vLLM's own threshold for "min_p is set" (vllm/sampling_params.py, _SAMPLING_EPS in 0.26).
