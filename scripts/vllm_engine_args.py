@@ -5,8 +5,8 @@
     pip download vllm==0.26.0 --no-deps -d /tmp/vllm026
     python scripts/vllm_engine_args.py /tmp/vllm026/vllm-0.26.0-*.whl > solver/engines/data/vllm-0.26.0-engine-args.txt
 
-With ``--rules FILE`` it also writes what the engine accepts beyond the names (``solver.engines.engine_args.known_from``:
-each argument's closed set or bounds, the server's flags, ``SamplingParams``' names) as JSON, the
+With ``--rules FILE`` it also writes what the engine accepts beyond the names
+(``solver.engines.engine_args.known_from``: each argument's closed set or bounds, the server's flags, ``SamplingParams``' names) as JSON, the
 ``vllm-0.26.0-engine-rules.json`` beside it.
 """
 
@@ -21,7 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the solver package, run from a checkout
 
-from solver.engines.engine_args import CLASSES, dataclass_fields, known_from, rules_json, wanted  # noqa: E402 - after the path set-up above
+from solver.engines.engine_args import (  # noqa: E402 - after the path set-up above
+    CLASSES, dataclass_fields, known_from, rules_json, wanted)
 
 SOURCE = "vllm/engine/arg_utils.py"
 

