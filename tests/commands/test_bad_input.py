@@ -152,3 +152,24 @@ def test_each_bad_input_is_one_line_and_exit_2_as_the_table_says() -> None:
 def test_an_engine_config_vllm_refuses_is_its_reason_in_one_line() -> None:
     pytest.importorskip("vllm")
     check(tuple(c for c in CASES if c.slow))
+
+
+def test_every_option_has_a_line_of_help_and_the_required_pair_shows_as_required() -> None:
+    """Each option of every (sub)command says what it is (a deprecated alias hidden from the help aside), and
+    ``solve``'s usage shows ``--out`` / ``--resume`` as the required pair under the names its error uses."""
+    import argparse
+
+    from solver.cli import build_parser
+
+    def bare(parser: argparse.ArgumentParser, path: str) -> list[str]:
+        out = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                out += [name for sub, p in action.choices.items() for name in bare(p, f"{path} {sub}")]
+            elif not action.help:
+                out.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+        return out
+
+    assert bare(build_parser(), "solver") == []
+    shown = subprocess.run(solver_cmd("solve", "--help"), cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert "(--out RUN_DIR | --resume RUN_DIR)" in " ".join(shown.stdout.split())
