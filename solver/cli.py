@@ -31,7 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = CliParser(prog="solver", description="Self-consistency maths solver on vLLM.")
     parser.add_argument("--version", action="version", version=f"solver {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details to stderr")
-    subparsers = parser.add_subparsers(dest="command", required=True, parser_class=CliParser)
+    # Not required to argparse: ``solver`` alone gets a line that says where to start (``main``).
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CliParser)
     for name in COMMANDS:
         try:
             module = importlib.import_module(f"solver.commands.{name}")
@@ -46,6 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command is None:
+        print("solver: error: a command is required: `solver --help` lists them; `make demo` (the README's first "
+              "command) sets up and runs one", file=sys.stderr)
+        return 2
     # vLLM logs every engine step at INFO; a run's own progress display is what a person wants to see.
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "INFO" if args.verbose else "ERROR")
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,

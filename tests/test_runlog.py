@@ -195,6 +195,7 @@ def test_resume_counts_finished_only_and_never_writes_duplicates(tmp_path: Path)
 @pytest.mark.parametrize("content, message", [
     (None, "no run log"),
     (b"", "is empty"),
+    (b'{"type": "problem", "sch', "holds only a torn line"),
     (b'{"type": "repetition", "schema": 2}\n', "schema 2"),
     (b'{"type": "banana", "schema": 1}\n', "unknown record type"),
     (b'{"type": "repetition", "schema": 1, "problem_id": "p"}\n', "not a valid repetition record"),

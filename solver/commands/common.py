@@ -101,8 +101,9 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parallel-problems", type=int, default=None,
                         help="problems solved at once (default 1, as on Kaggle; more keeps the engine busier)")
     parser.add_argument("--max-tokens", type=int, default=None, help="max new tokens per engine request")
-    parser.add_argument("--temperature", type=float, default=None)
-    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--temperature", type=float, default=None, help="sampling temperature (sampling.temperature)")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="the seed each repetition's own is derived from (sampling.seed)")
     parser.add_argument("--voter", default=None, help="voting policy name")
     parser.add_argument("--stopper", default=None,
                         help="stopping policies, comma separated, e.g. beta,esc:5; 'none' = run every repetition")

@@ -33,6 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The day's flags (``benchmarks/day.py``'s, unchanged)."""
+    from solver.commands.common import preset_list
+
     parser.add_argument("--attempts-file", type=Path, default=None,
                         help="recorded attempts (default $SOLVER_ATTEMPTS, else "
                              "../shared/data/replay/gptoss120b_aimo3_dev.jsonl.xz; an extract from "
@@ -43,7 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--attempts", type=int, default=8, help="attempts per problem, all at once (default 8)")
     parser.add_argument("--attempt-tokens", type=int, default=None, help="cap: decoded tokens per attempt "
                         "(default: none, only the config's limits)")
-    parser.add_argument("--rules", choices=RULES, default="kaggle", help="what acts (module docstring)")
+    parser.add_argument("--rules", choices=RULES, default="kaggle",
+                        help="what acts: kaggle (the preset's rules as on Kaggle: the first-answer cut, the stopper, "
+                             "the deadlines), stop (the same without deadlines), none (every attempt to its end)")
     parser.add_argument("--tool-time", default="auto", help="'carried' (default when the file carries them), "
                         "'measure' (here, first), or fixed seconds per call")
     parser.add_argument("--json", type=Path, default=None, help="the slice's results, written as each problem ends "
@@ -72,7 +76,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default: beside --json, one per call)")
     parser.add_argument("--gpu", action="store_true", help="the preset's own engine (default: the tiny harmony "
                         "model on the tiny preset's CPU engine, the preset's prompt, sampling, sandbox and rules)")
-    parser.add_argument("--preset", default="h100-gptoss")
+    parser.add_argument("--preset", default="h100-gptoss",
+                        help=f"config preset: {preset_list()} (default h100-gptoss; its engine replaced by the tiny "
+                             "CPU one without --gpu)")
     parser.add_argument("--model", default=None, help="engine.model: a local path")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="config override, e.g. --set engine.args.gpu_memory_utilization=0.95")

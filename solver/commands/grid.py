@@ -130,7 +130,7 @@ def add_grid_arguments(parser: argparse.ArgumentParser, *, trials: int, defaults
                         help="problems per leaderboard run (default: budget.problems under a budget, else every "
                              "recorded problem)")
     parser.add_argument("--trials", type=int, default=trials, help="simulated leaderboard runs per setting")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the simulated runs' draws (default 0)")
     parser.add_argument("--draw", choices=("auto", "bootstrap", "subset"), default="auto",
                         help="repetitions drawn without replacement where a problem has enough (auto), always with "
                              "replacement (bootstrap) or always without (subset)")

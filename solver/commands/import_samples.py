@@ -12,6 +12,8 @@ EXIT_BAD_INPUT = 2
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from solver.commands.common import preset_list
+
     parser = subparsers.add_parser(
         "import-samples", help="import a JSONL file of samples or token traces as a run directory",
         description="Read one sample per line (problem id, sample text and/or final answer, reference answer, "
@@ -22,8 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("file", type=Path, help="JSON-lines file, plain or .gz/.xz/.bz2")
     parser.add_argument("--out", type=Path, required=True, help="run directory to create (must not exist)")
     parser.add_argument("--preset", default=None,
-                        help="config preset whose answer rules grade the samples and whose dialect reads the traces "
-                             "(default: tiny for samples, h100-gptoss for token traces)")
+                        help=f"config preset whose answer rules grade the samples and whose dialect reads the traces: "
+                             f"{preset_list()} (default: tiny for samples, h100-gptoss for token traces)")
     parser.add_argument("--tokens-per-s", type=float, default=None, metavar="RATE",
                         help="token traces: log each turn as taking its generated tokens at this rate (default 0 s)")
     parser.add_argument("--measure-tools", action="store_true",

@@ -48,6 +48,7 @@ def run(args: argparse.Namespace) -> int:
     import tempfile
 
     from solver.config import ConfigError
+    from solver.engines.engine_args import installed_args
     from solver.engines.launch import LaunchError, ServerGroup, plan_servers, visible_gpus
     from solver.models import resolve_model
 
@@ -55,11 +56,12 @@ def run(args: argparse.Namespace) -> int:
         return fail(f"--port {args.port} is not a port number")
     try:
         config = config_from_args(args)
+        served = with_server_flags(config, args.vllm_args, installed_args() if not args.dry_run else None)
         if args.dry_run:
             from solver.measure import DryRun
 
             dry = DryRun("solver serve")
-            dry.engine_args(config, ConfigError)
+            dry.engine_args(served, ConfigError)
             checked = len(dry.skipped)
             dry.model(config.engine.model, ConfigError)  # a path only the other machine has: skipped, kept as named
             model = config.engine.model if len(dry.skipped) > checked else resolve_model(config.engine.model)
@@ -111,6 +113,26 @@ def run(args: argparse.Namespace) -> int:
         finally:
             signal.signal(signal.SIGINT, previous_int)
             signal.signal(signal.SIGTERM, previous)
+
+
+def with_server_flags(config: Any, flags: list[str], known: Any = None) -> Any:
+    """``config`` as the servers would run it: the engine arguments that the flags after ``--`` set laid over its
+    own (the servers get both, theirs last), so that the config's rules (``speculative_config`` with
+    ``sampling.extra.min_p``, ``check_model_named``) and a dry run's checks of names and values see them. The flags
+    are read against ``known`` (a vLLM's ``KnownArgs``; default the one the engine is written for,
+    ``known_for``): one the server would not take is a one-line ConfigError, with the nearest it would."""
+    from solver.config import ConfigError
+    from solver.config.schema import check_model_named
+    from solver.engines.engine_args import known_for
+
+    known = known or known_for(config.engine.env)
+    if flags and known is not None:
+        parsed, message = known.server_args(flags)
+        if message is not None:
+            raise ConfigError(message)
+        config = config.replace({"engine.args": parsed})
+    check_model_named(config)
+    return config
 
 
 def _watch(group: Any, poll_s: float = 2.0) -> int:

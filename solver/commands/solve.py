@@ -20,14 +20,16 @@ from solver.commands.common import (EXIT_INTERRUPTED, add_cluster_arguments, add
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser = subparsers.add_parser("solve", help="solve a problem set (CSV or JSONL)",
                                    description="Solve every problem in DATA and write RUN_DIR.")
-    parser.add_argument("data", nargs="?", help="CSV (id, problem[, answer]) or JSONL; omit with --resume")
-    parser.add_argument("--out", type=Path, default=None, help="run directory to create")
-    parser.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
-                        help="continue a stopped run: keep its finished repetitions, complete the rest")
+    parser.add_argument("data", nargs="?", metavar="DATA",
+                        help="CSV (id, problem[, answer]) or JSONL; omit with --resume")
+    where = parser.add_mutually_exclusive_group(required=True)  # one of the two, shown as required
+    where.add_argument("--out", type=Path, default=None, metavar="RUN_DIR", help="run directory to create")
+    where.add_argument("--resume", type=Path, default=None, metavar="RUN_DIR",
+                       help="continue a stopped run: keep its finished repetitions, complete the rest")
     parser.add_argument("--limit", type=int, default=None, help="only the first N problems")
     parser.add_argument("--dry-run", action="store_true",
-                        help="parse and check the command (the engine's arguments, the model, the GPUs, every name "
-                             "the config gives): no engine starts, nothing is written (solver/measure/dryrun.py)")
+                        help="parse, plan and check everything (config, names, problems, model, GPUs), then exit: "
+                             "no engine starts, nothing is written (solver/measure/dryrun.py)")
     add_config_arguments(parser)
     add_cluster_arguments(parser)
     parser.set_defaults(func=run)
@@ -45,18 +47,17 @@ def run(args: argparse.Namespace) -> int:
     if args.resume is not None:
         from solver.runlog import read_log
 
-        if args.out is not None:
-            return fail("--resume continues RUN_DIR in place; drop --out")
         records = read_log(args.resume, allow_empty=True)  # killed before its first record; read once
         if records.config is None:
             return fail(f"{args.resume} has no config.yaml to resume with")
         run_dir = args.resume
         problems = _problems(args, records.config) if args.data else list(records.problems)
+        if not problems and records.torn:
+            return fail(f"no problems to solve: the only line of {records.path} is torn (the run was killed while "
+                        "writing its first record); give DATA to resume it with")
     else:
         from solver.runlog import LOG_NAME
 
-        if args.out is None:
-            return fail("--out RUN_DIR is required")
         choices = read_choices(args)
         run_dir = args.out
         if (run_dir / LOG_NAME).exists():
@@ -67,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
     if not problems:
         return fail("no problems to solve")
     if dry is not None:
-        return _dry_run(dry, choices.config() if choices is not None else records.config, len(problems), run_dir)
+        return _dry_run(dry, choices.config() if records is None else records.config, len(problems), run_dir,
+                        records is not None)
     cluster = cluster_spec(args)
     made = make_run(choices, problems, run_dir, resume=records is not None, records=records,
                     cluster=cluster is not None)  # checks every name and path, then creates or resumes RUN_DIR
@@ -93,16 +95,21 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dry_run(dry: Any, config: Any, problems: int, run_dir: Path) -> int:
-    """What the run would start, checked as kaggle-local's dry run checks it; nothing starts or is written."""
+def _dry_run(dry: Any, config: Any, problems: int, run_dir: Path, resume: bool) -> int:
+    """``--dry-run``: what the run would check before it writes anything (``prepare_run``: every name, the
+    dialect, the model, ``sampling.extra``; a model only the GPU machine has is skipped and named), the engine's
+    arguments against the vLLM it is written for and its GPUs (``solver.measure.DryRun``), then the plan."""
     from solver.config import ConfigError
     from solver.loop.parts import prepare_run
 
-    dry.engine_args(config, ConfigError)
+    if config.engine.name == "vllm":
+        dry.engine_args(config, ConfigError)
     prepare_run(config, find_model=lambda model: dry.model(model, ConfigError))
-    dry.gpus(config.engine.args, ConfigError)
-    dry.add(f"{problems} problems, up to {config.solve.reps} repetitions each, stopped by "
-            f"{', '.join(config.stop.stoppers) or 'none (every repetition runs)'}; output {run_dir}")
+    if config.engine.name == "vllm":
+        dry.gpus(config.engine.args, ConfigError)
+    dry.add(f"{problems} problems, at most {config.solve.reps} repetitions each, stopped by "
+            f"{', '.join(config.stop.stoppers) or 'none (every repetition runs)'}, on the {config.engine.name} "
+            "engine; " + (f"resume {run_dir}" if resume else f"output {run_dir}"))
     return dry.print()
 
 

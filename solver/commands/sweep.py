@@ -22,8 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("data", nargs="?", help="problem set: CSV, JSONL or a bundled name (e.g. demo)")
     parser.add_argument("--spec", type=Path, default=None,
                         help="a sweep YAML (e.g. evaluation/sweeps/demo.yaml); flags override its keys")
-    parser.add_argument("--out", type=Path, default=None, help="sweep directory (runs/ and results); required "
-                                                                "unless --check")
+    parser.add_argument("--out", type=Path, default=None, metavar="DIR",
+                        help="sweep directory (runs/ and results); required unless --check")
     parser.add_argument("--reps", default=None, help="repetition counts, e.g. 4,8,16")
     parser.add_argument("--workers", default=None, help="repetitions in flight, e.g. 2,4,8")
     parser.add_argument("--temperature", default=None, help="sampling temperatures, e.g. 0.6,0.8")

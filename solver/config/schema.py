@@ -6,6 +6,7 @@ values are one-line ``ConfigError``s. The policy sections (answers, vote, stop, 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import importlib.util
 import types
 import typing
@@ -194,6 +195,7 @@ class Config:
         solver.errors.ConfigError: the replay engine needs --from RUN_DIR
         """
         e = self.engine
+        check_model_named(self)
         _check(e.name != "openai" or bool(e.endpoints), "the openai engine needs at least one --endpoint URL")
         _check(e.name != "replay" or bool(e.replay_from), "the replay engine needs --from RUN_DIR")
         _check(self.solve.parallel_problems == 1 or not (self.budget.total_s or self.budget.cutoff_s),
@@ -205,6 +207,27 @@ class Config:
     def replace(self, overrides: dict[str, Any]) -> Config:
         """A new config with dotted-key overrides applied, e.g. {"solve.reps": 4}."""
         return from_dict(_merge(self.to_dict(), _undot(overrides)))
+
+
+def check_model_named(config: Config) -> None:
+    """A vLLM engine written for a GPU (every engine but one for vLLM's CPU build, ``cpu_engine``) names its model:
+    without ``--model`` it would load the embedded tiny model with the GPU's arguments (its ``max_model_len``, fp8
+    KV cache), which fails minutes later or measures nothing worth having; a one-line ConfigError here instead.
+    Every preset's engine sets ``engine.env``; one with none is a config built in code (``Config()``), left alone.
+
+    >>> check_model_named(Config())
+    >>> check_model_named(Config(preset="h100").replace({"engine.env": {"TOKENIZERS_PARALLELISM": "false"}}))
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    solver.errors.ConfigError: --model is required with preset h100 (its engine is written for a GPU; ...
+    """
+    from solver.engines.engine_args import cpu_engine
+
+    e = config.engine
+    _check(e.name != "vllm" or e.model is not None or not e.env or cpu_engine(e.env),
+           f"--model is required with preset {config.preset} (its engine is written for a GPU; the embedded tiny "
+           "model runs on the CPU preset tiny)")
 
 
 # vLLM's own threshold for "min_p is set" (vllm/sampling_params.py, _SAMPLING_EPS in 0.26).
@@ -339,7 +362,9 @@ def _build(cls: Any, data: Any, where: str) -> Any:
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - names)
     if unknown:
-        raise ConfigError(f"unknown config key {'.'.join(filter(None, [where, unknown[0]]))}")
+        nearest = difflib.get_close_matches(unknown[0], sorted(names), n=1, cutoff=0.0)
+        raise ConfigError(f"unknown config key {'.'.join(filter(None, [where, unknown[0]]))}"
+                          + (f" (nearest: {'.'.join(filter(None, [where, nearest[0]]))!r})" if nearest else ""))
     kwargs = {k: _coerce(v, hints[k], ".".join(filter(None, [where, k]))) for k, v in data.items()}
     return cls(**kwargs)
 

@@ -57,8 +57,8 @@ def check_dialect(config: Config) -> None:
 
         from solver.models import resolve_model
 
-        model = Path(resolve_model(config.engine.model)) if config.engine.name == "vllm" or config.engine.model \
-            else None
+        vllm = config.engine.name == "vllm"  # a server's model is the name it serves: the hub is not asked
+        model = Path(resolve_model(config.engine.model, check_hub=vllm)) if vllm or config.engine.model else None
         if model is not None and (model / "config.json").is_file():  # a hub id or a remote model: checked later
             from transformers import AutoTokenizer
 

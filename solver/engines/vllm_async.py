@@ -19,7 +19,7 @@ from solver.config import Config, ConfigError
 from solver.core.confidence import token_confidence
 from solver.engines.compile_cache import CacheVerdict
 from solver.engines.vllm_metrics import StartMark, in_process_sample
-from solver.engines.vllm_compat import engine_shape, num_unfinished_requests, streaming_input_class
+from solver.engines.vllm_compat import config_refusal, engine_shape, num_unfinished_requests, streaming_input_class
 from solver.engines.warmup import WarmupReport, run_warmup
 from solver.errors import first_line
 from solver.models import resolve_model
@@ -376,7 +376,13 @@ async def _start_engine(config: Config, model: str, verdict: CacheVerdict | None
         log.warning("engine.streaming_input: vLLM %s has no streaming input that keeps each turn's max_tokens "
                     "(0.32 or later has); every turn goes in as a request of its own", vllm.__version__)
     tokenizer = load_tokenizer(model, config)
-    llm = OnceAsyncLLM.from_engine_args(args)
+    try:
+        llm = OnceAsyncLLM.from_engine_args(args)
+    except Exception as exc:
+        reason = config_refusal(exc)
+        if reason is None:
+            raise
+        raise ConfigError(f"vLLM refuses the engine's config: {reason}") from None
     engine = VllmEngine(llm, tokenizer, by_priority=config.engine.args.get("scheduling_policy") == "priority")
     engine.compile_cache = verdict
     if config.engine.warmup:

@@ -114,6 +114,37 @@ def version_problem(text: str) -> str | None:
         f"vLLM {text} is outside the supported range {SUPPORTED_RANGE}")
 
 
+def config_refusal(exc: BaseException) -> str | None:
+    """vLLM's own reason for refusing an engine's config, in one line (the config class, the field and pydantic's
+    message: its config classes are pydantic dataclasses in 0.26 to 0.33, validated as ``create_engine_config``
+    builds them); None for any other failure.
+
+    >>> import pydantic
+    >>> @pydantic.dataclasses.dataclass
+    ... class CacheConfig:
+    ...     block_size: int = pydantic.Field(default=16, gt=0)
+    >>> try:
+    ...     CacheConfig(block_size=-1)
+    ... except Exception as exc:
+    ...     print(config_refusal(exc))
+    CacheConfig.block_size: Input should be greater than 0 (got -1)
+    >>> config_refusal(ValueError("other")) is None
+    True
+    """
+    try:
+        from pydantic_core import ValidationError
+    except ImportError:
+        return None
+    if not isinstance(exc, ValidationError) or not exc.errors():
+        return None
+    first = exc.errors()[0]
+    where = ".".join([exc.title, *map(str, first.get("loc", ()))])
+    message = (str(first.get("msg", "")).strip().splitlines() or ["invalid"])[0]
+    got = first.get("input")
+    shown = f" (got {got!r})" if isinstance(got, (str, int, float, bool)) else ""
+    return f"{where}: {message}{shown}"
+
+
 def num_unfinished_requests(llm: Any) -> int:
     """Requests the engine still holds. ``AsyncLLM.get_num_unfinished_requests`` is missing in 0.26, where the
     output processor's count is the same number (later versions' method returns exactly that)."""

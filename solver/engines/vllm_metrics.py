@@ -158,16 +158,24 @@ async def engine_usage(engine_name: str, report: Callable[[str], None],
                        read: Callable[[], UsageReading] = read_vllm, interval_s: float = 0.5) -> AsyncIterator[None]:
     """Around a run: samples and reports the usage line when the engine is vLLM in this process (its metrics
     live here; a server's or a cluster's do not), does nothing otherwise. One poll costs a walk over vLLM's
-    metric registry (well under a millisecond), so 0.5 s keeps it off the event loop's budget."""
+    metric registry (well under a millisecond), so 0.5 s keeps it off the event loop's budget. A run that fails
+    (an engine that could not be built, say) reports nothing: its error is the last word, not a line that reads
+    like a result; one that is interrupted reports what it used until then."""
     if engine_name != "vllm":
         yield
         return
     sampler = UsageSampler(interval_s=interval_s, read=read)
+    failed = False
     try:
         async with sampler:
             yield
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        raise
+    except BaseException:
+        failed = True
+        raise
     finally:
-        if sampler.usage.samples:
+        if sampler.usage.samples and not failed:
             report(f"engine: {sampler.usage.line()}")
 
 

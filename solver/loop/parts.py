@@ -56,8 +56,10 @@ def prepare_run(config: Config, *, find_model: Callable[[str | None], object] | 
     check_dialect(config)  # harmony's vocabulary offline; a chat template that declares hermes's tool
     factory_path(config.engine.name)
     if config.engine.name == "vllm":
+        from solver.config.schema import check_model_named
         from solver.models import resolve_model
 
+        check_model_named(config)  # a GPU preset's engine without --model: before the tiny model is made
         (find_model or resolve_model)(config.engine.model)  # a missing model path fails here
         if config.sampling.extra:
             from solver.engines.vllm_async import check_sampling_extra

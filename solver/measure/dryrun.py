@@ -111,24 +111,34 @@ class DryRun:
         self.add(f"GPUs: the engine spans {need} of the {len(seen)} visible ({','.join(seen)})")
 
     def engine_args(self, config: Any, error: type[Exception] = ValueError) -> None:
-        """``engine.args``' names against the vLLM the engine is written for (``solver.engines.engine_args``): the
-        GPU kit's (names kept as data) for a GPU engine, the one installed here for the CPU engine (skipped and
-        named where none is); a name it does not take is ``error``, one line with the nearest name it does."""
-        from solver.engines.engine_args import cpu_engine, gpu_kit_args, installed_args
+        """``engine.args`` against the vLLM the engine is written for (``solver.engines.engine_args``): the GPU
+        kit's (kept as data) for a GPU engine, the one installed here for the CPU engine (skipped and named where
+        none is); a name it does not take, or a value it would refuse (a closed set's, a bound's), is ``error``,
+        one line with the nearest it takes. So are the names of ``sampling.extra`` that its ``SamplingParams``
+        lacks (the vLLM engine's; a server's request body takes more)."""
+        from solver.engines.engine_args import known_for
 
-        known = installed_args() if cpu_engine(config.engine.env) else gpu_kit_args()
+        known = known_for(config.engine.env)
         if known is None:
             self.skipped.append("engine.args: no vLLM installed here to check the CPU engine's names against")
             return
-        message = known.unknown(config.engine.args)
+        message = known.refused(config.engine.args) or (
+            known.unknown_sampling(config.sampling.extra) if config.engine.name == "vllm" else None)
         if message is not None:
             raise error(message)
-        self.add(f"engine.args: {len(config.engine.args)} names, all vLLM {known.version}'s")
+        self.add(f"engine.args: {len(config.engine.args)} names, all vLLM {known.version}'s, values it takes")
 
     def engine(self, config: Any, error: type[Exception] = ValueError) -> None:
-        """The engine ``config`` would start, checked without starting it: its arguments' names
-        (``engine_args``), its model (``model``) and its GPUs (``gpus``)."""
+        """The engine ``config`` would start, checked without starting it: its arguments (``engine_args``), its
+        model (named where the engine is a GPU's, ``solver.config.check_model_named``; found, ``model``) and its
+        GPUs (``gpus``)."""
+        from solver.config.schema import check_model_named
+
         self.engine_args(config, error)
+        try:
+            check_model_named(config)
+        except ValueError as exc:
+            raise error(str(exc)) from exc
         self.model(config.engine.model, error)
         self.gpus(config.engine.args, error)
 

@@ -67,8 +67,12 @@ if TYPE_CHECKING:
 
 def dry_run(options: DayOptions, dry: DryRun) -> int:
     """``--dry-run``: the slice planned (where the attempts file is here, its calls not measured), the config of the
-    day, the model; nothing started."""
-    dry.engine(options.base, BadInput)
+    day, the model; nothing started. With ``--estimate`` (the time model's play: no engine starts) the engine's
+    arguments are checked, not its model or GPUs."""
+    if options.estimate:
+        dry.engine_args(options.base, BadInput)
+    else:
+        dry.engine(options.base, BadInput)
     if options.attempts_here:
         problems, mode = load_plan(options, measure=False)
         config = day_config(options, len(problems))

@@ -155,7 +155,8 @@ def read_log(run_dir_or_file: Path, *, allow_empty: bool = False) -> RunRecords:
         raise LogError(f"cannot read {path}: {exc.strerror}") from exc
     parsed = parse(data, path)
     if not parsed.lines and not allow_empty:
-        raise LogError(f"run log {path} is empty")
+        raise LogError(f"run log {path} holds only a torn line (the run was killed while writing its first record)"
+                       if parsed.torn else f"run log {path} is empty")
     problems, reps, results = records(parsed, path)
     return RunRecords(repetitions=reps, results=results, config=read_config(path.parent), problems=problems,
                       path=path, meta=meta, intact_bytes=parsed.good_bytes, torn=parsed.torn)

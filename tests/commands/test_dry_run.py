@@ -124,7 +124,10 @@ def test_the_gpu_kits_engine_arguments_are_its_wheels_and_take_every_gpu_presets
     for name in presets():
         engine = load_preset(name).get("engine") or {}
         if not cpu_engine(engine.get("env") or {}):
-            assert known.unknown(engine.get("args") or {}) is None, name
+            assert known.refused(engine.get("args") or {}) is None, name  # names and values
+            assert known.unknown_sampling((load_preset(name).get("sampling") or {}).get("extra") or {}) is None
+    assert known.rules["moe_backend"].choices[0] == "auto" and "marlin" in known.rules["moe_backend"].choices
+    assert known.rules["max_num_seqs"].bounds == (("ge", 1.0),) and known.flags["-tp"] == "tensor_parallel_size"
 
 
 def test_the_help_lists_every_preset():
@@ -150,3 +153,59 @@ def test_the_installed_vllms_names_read_from_its_source_are_its_engine_arguments
     known = installed_args()
     assert known is not None and known.version == vllm.__version__
     assert known.names == {f.name for f in dataclasses.fields(AsyncEngineArgs)}
+
+
+def test_the_installed_vllms_rules_read_from_its_source_are_what_it_refuses():
+    """The closed sets and bounds read from the installed vLLM's sources (``installed_args``) against vLLM itself:
+    the same choices as its ``Literal`` types, its pydantic config classes refusing what the rules refuse (and the
+    one line ``config_refusal`` makes of it), and its server's parser taking exactly the flags read."""
+    pytest.importorskip("vllm")  # the CPU build: hidden in the fast tier
+    import typing
+
+    from pydantic import ValidationError
+    from vllm.config.cache import CacheConfig, CacheDType
+    from vllm.config.kernel import MoEBackend
+    from vllm.config.model import ModelDType
+    from vllm.config.scheduler import SchedulerConfig
+
+    from solver.engines.engine_args import installed_args
+    from solver.engines.vllm_compat import config_refusal
+
+    known = installed_args()
+    assert known is not None
+    for name, literal in (("kv_cache_dtype", CacheDType), ("moe_backend", MoEBackend), ("dtype", ModelDType)):
+        assert set(known.rules[name].choices) == set(typing.get_args(literal)), name
+    assert known.rules["kv_cache_dtype"].problem("fp9") is not None and known.rules["max_num_seqs"].problem(-4)
+    with pytest.raises(ValidationError) as refused:
+        CacheConfig(cache_dtype="fp9")
+    assert config_refusal(refused.value).startswith("CacheConfig.cache_dtype: Input should be ")
+    with pytest.raises(ValidationError) as refused:
+        SchedulerConfig(max_num_seqs=-4, max_model_len=2048, is_encoder_decoder=False)
+    assert config_refusal(refused.value) == ("SchedulerConfig.max_num_seqs: Input should be greater than or equal to "
+                                             "1 (got -4)")
+    try:
+        from vllm.entrypoints.launchers.cli_args import make_arg_parser
+    except ImportError:  # before 0.32
+        from vllm.entrypoints.openai.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    parser = make_arg_parser(FlexibleArgumentParser())
+    real = {flag: action.dest for flag, action in parser._option_string_actions.items()
+            if flag not in ("-h", "--help") and not (flag.startswith("--no-") and flag not in known.flags)}
+    assert real == dict(known.flags)
+
+
+def test_a_solve_dry_run_checks_the_run_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    """``solve --dry-run``: the same checks as the run makes before it writes (``prepare_run``), then the plan;
+    RUN_DIR is not made. (A GPU preset's is in docs/bad-input.md's table: without --model it is refused.)"""
+    from solver.cli import main
+
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "run"
+    replay = ["solve", "--engine", "replay", "--from", "tests/data/replay_run", "--out", str(out), "--dry-run"]
+    assert main(replay) == 0
+    shown = capsys.readouterr().out
+    assert "dry run: plan: 6 problems, at most 4 repetitions each, on the replay engine; output " in shown
+    assert not out.exists()
+    assert main([*replay, "--set", "engine.replay_timing=model"]) == 2  # what the run refuses, the dry run does
+    assert "engine.replay_timing model needs engine.time_model" in capsys.readouterr().err

@@ -26,6 +26,7 @@ REQUIRED: dict[tuple[str, ...], list[str]] = {
     ("solver", "compile-cache", "pack"): ["{tmp}/vllm-cache-root", "--out", "{tmp}/cache"],
     ("solver", "day"): ["--json", "{tmp}/day.json"],
     ("solver", "serve"): [],
+    ("solver", "solve"): ["demo", "--out", "{tmp}/run"],
     ("solver", "kaggle-local"): ["demo", "--out", "{tmp}/rehearsal"],
     ("solver", "solve"): ["demo", "--out", "{tmp}/run"],
     ("solver", "sweep"): ["demo", "--reps", "2", "--workers", "2", "--out", "{tmp}/sweep"],

@@ -5,6 +5,7 @@ their own interval, the selection of the best paid for, and a zero variance neve
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 from pathlib import Path
@@ -14,25 +15,66 @@ import pytest
 
 from solver.offline.sim import Difference, simulate
 from solver.offline.sim.coverage import (CHUNK, COMBOS, NOMINAL, PATHS, Chunk, CoverageCheck, Design, case_rows,
-                                         case_seed, cells, chunks, coverage_check, pooled, truth)
+                                         case_seed, cells, checked, chunks, pooled, truth)
 from solver.offline.sim.separation import difference, family_z, jackknife, pair_variance
 
 from offline.test_simulate import request, synthetic
 
 
-@pytest.mark.parametrize("design", [Design(rule, policy, path, problems=4, trials=40)
-                                    for rule, policy in COMBOS for path in PATHS], ids=lambda d: d.label)
+DESIGNS = [Design(rule, policy, path, problems=4, trials=40) for rule, policy in COMBOS for path in PATHS]
+# Cases per design of the fast check: the pairs' path, whose interval is meant to hold 95 % (not more), 120 each, so
+# that pooled (360) an interval 20 % too narrow fails (below); a bound's path, an upper bound, 40.
+FAST_CASES = {"unbiased": 120, "jackknife": 40, "one day": 40}
+
+
+@functools.cache
+def played(design: Design) -> np.ndarray:
+    """The fast check's cases of ``design`` (``case_rows``, seed 4), played once a process for every test here."""
+    return case_rows(design, FAST_CASES[design.path], seed=4)
+
+
+def narrowed(design: Design, factor: float) -> CoverageCheck:
+    """The fast check of ``design`` with every half-width times ``factor`` (1: as the simulator made them)."""
+    return checked(design, played(design) * np.array([1.0, factor, 1.0, 1.0]))
+
+
+def pairs_pooled(factor: float = 1.0) -> tuple[float, float, int]:
+    """The pairs' path's coverage over its designs' cases together (``pooled``), half-widths times ``factor``."""
+    return pooled([narrowed(d, factor) for d in DESIGNS if d.path == "unbiased"])
+
+
+@pytest.mark.parametrize("design", DESIGNS, ids=lambda d: d.label)
 def test_each_path_of_the_simulators_interval_holds_a_known_truth(design: Design) -> None:
     """Small recordings played by the simulator's own trials (``run_trials``, ``SecondDraws``, ``used_repetitions``,
-    ``Comparer``), 60 per design: the variance takes the design's path (the bounds on every problem that varies;
-    the pairs on most), and the interval holds the truth in at least 95 % less three standard errors of the cases."""
-    found = coverage_check(design, cases=60, seed=4)
+    ``Comparer``), ``FAST_CASES`` per design: the variance takes the design's path (the bounds on every problem
+    that varies; the pairs on most), and the interval holds the truth in at least 95 % less three standard errors
+    of the cases."""
+    found = narrowed(design, 1.0)
     print(f"\n{design.label}: coverage {found.coverage:.3f} of {found.cases}, bounded {found.conservative:.2f}")
     if design.path == "unbiased":
         assert found.conservative < design.problems / 2
     else:
         assert found.conservative > design.problems / 2
     assert found.coverage >= NOMINAL - 3 * found.se
+
+
+def test_the_pairs_interval_pooled_over_its_designs_holds_a_known_truth() -> None:
+    """The pairs' path (the interval every report prints where it can) over its three designs' 360 cases: 95 % less
+    three standard errors of 360 (91.6 %). Per design, 120 cases let an interval 20 % too narrow (88 % coverage)
+    pass more often than not; pooled, it cannot (below)."""
+    coverage, se, cases = pairs_pooled()
+    print(f"\npairs' path: coverage {coverage:.4f} of {cases}, threshold {NOMINAL - 3 * se:.4f}")
+    assert coverage >= NOMINAL - 3 * se
+
+
+@pytest.mark.parametrize("factor", [0.8, 0.7])
+def test_the_fast_check_fails_an_interval_too_narrow(factor: float) -> None:
+    """The same cases with every half-width times 0.8 (a 20 % under-coverage, 88 % for a normal estimate) or 0.7:
+    the pooled check above fails, so an interval that narrow cannot ship. (Its threshold at 60 cases a design, as
+    it was, 86.6 %, passed them at 0.8.)"""
+    coverage, se, cases = pairs_pooled(factor)
+    print(f"\nhalf-widths x {factor}: coverage {coverage:.4f} of {cases}, threshold {NOMINAL - 3 * se:.4f}")
+    assert coverage < NOMINAL - 3 * se
 
 
 RESULT = Path(__file__).resolve().parents[2] / "evaluation" / "results" / "interval_coverage.json"
