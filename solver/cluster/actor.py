@@ -73,8 +73,8 @@ COMPILE_CACHE = "torch_compile_cache"  # vLLM's torch.compile artefacts under VL
 
 def seed_compile_cache(base: Path, own: Path) -> bool:
     """Copy the shared folder's compiled artefacts into an actor's own folder the first time it is used, so the
-    actor's engine starts warm where an engine of the same settings compiled before (gpt-oss-120b on an H100: 95 s
-    warm against 130-157 s cold, NOTES section 8). The copy is the actor's alone: no engine writes into another's.
+    actor's engine starts warm where an engine of the same settings compiled before (gpt-oss-120b on an H100: 99.9 s
+    warm against 130.6 s cold, benchmarks/results/h100_startup_gptoss_{warm,cold}.json). The copy is the actor's alone: no engine writes into another's.
     False when there is nothing to copy or the folder is already in use.
 
     >>> import tempfile
