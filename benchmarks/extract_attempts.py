@@ -1,4 +1,4 @@
-"""Write an extract of recorded attempts (N problems x K attempts) for a machine that does not get ../shared.
+"""Write an extract of recorded attempts (N problems x K attempts) for a machine without them.
 
 The real attempts may be used but not redistributed, so the extract never goes where it could be committed: a
 path outside this repository, or one git ignores (the GPU kit's ``.gpu/`` folder, which a ``device`` call can
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path, help="the extract to write, outside this repository")
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE, help="the recorded attempts (default: the "
-                        "dev file in ../shared)")
+                        "recorded gpt-oss-120b attempts beside the checkout, not shipped)")
     parser.add_argument("--problems", type=int, default=1)
     parser.add_argument("--attempts", type=int, default=8, help="per problem")
     parser.add_argument("--problem-ids", default="", help="these problems, comma-separated (instead of the first "

@@ -1,4 +1,4 @@
-"""Engine probes for the two costs the real shape showed on the H100 (NOTES section 8), each printing its numbers.
+"""Engine probes for the two costs the real shape showed on the H100 (benchmarks/README.md, "The real shape"), each printing its numbers.
 
   resent  S sequences of L-token prompts (random ids, distinct per sequence) are sent once, one token each, which
           fills the prefix cache, then re-sent, each decoding D tokens. Does the cache keep them? Printed per L:

@@ -4,7 +4,7 @@ what the model is shown compared with what the recording harness's IPython kerne
     python benchmarks/sandbox_parity.py [--attempts N | --only PROBLEM:K ...] [--timeout S] [--jobs J]
                                         [--preset NAME] [--display repr|ipython] [--dump PATH]
 
-The attempts (``../shared/data/replay/gptoss120b_aimo3_dev.jsonl.xz``, read at run time, never copied) were
+The recorded gpt-oss-120b attempts (``ATTEMPTS``, beside the checkout, read at run time; not shipped) were
 recorded by the AIMO3 public harness (``tonghuikang/aimo3``, ``notebook.py``): one IPython kernel per attempt, the
 starter cell first, each call's output joined into one tool message. Here each attempt gets one stateful session
 of a pool built from the preset's sandbox settings (``h100-gptoss``: ``display: ipython``, the harness's starter
@@ -308,7 +308,7 @@ def main() -> None:
     if (args.attempts is not None and args.attempts < 1) or args.jobs < 1 or args.timeout <= 0:
         parser.error("--attempts and --jobs must be >= 1 and --timeout > 0")
     if not ATTEMPTS.is_file():
-        parser.error(f"no real attempts at {ATTEMPTS} (../shared is not beside this checkout)")
+        parser.error(f"no real attempts at {ATTEMPTS} (the recorded attempts, not shipped, are not beside this checkout)")
     overrides = {"sandbox.code_mode": "stateful"}
     if args.display is not None:
         overrides["sandbox.display"] = args.display

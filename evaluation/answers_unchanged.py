@@ -5,7 +5,7 @@
 
 Reads, at run time (nothing of them is copied into the project):
 
-- the real gpt-oss-120b attempts (default ``../shared/data/replay/gptoss120b_aimo3_dev.jsonl.xz``): every
+- the recorded gpt-oss-120b attempts (default ``ATTEMPTS``, beside the checkout, not shipped: ``--attempts`` for your own): every
   analysis and final message of every request, decoded with the harmony encoding, through ``extract_answers``
   (gpt-oss answers in either channel), and every recorded tool output through ``code_answer``;
 - PoT AQuA (``benchmarks/data/pot_aqua_dev.jsonl.gz``): every program's text through ``extract_answers`` (what

@@ -2,8 +2,8 @@
 
     python evaluation/harmony_answers.py [TRACES] [--preset h100-gptoss]
 
-TRACES defaults to ../shared/data/replay/gptoss120b_aimo3_dev.jsonl.xz beside the checkout (never copied into the
-project). Each attempt is driven through the preset's harmony dialogue as the loop drives it (tool outputs read back
+TRACES defaults to the recorded gpt-oss-120b attempts beside the checkout (``DEFAULT``), which the repository does not
+ship: pass your own file of harmony token traces. Each attempt is driven through the preset's harmony dialogue as the loop drives it (tool outputs read back
 from the recording) and three things are printed:
 
 1. The first-answer watch against the recording harness's cut: each request's ids are fed to ``Dialogue.watch``

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     digest = hashlib.sha256(args.wheel.read_bytes()).hexdigest()
     print(f"# vLLM {found.group(1)}'s engine arguments: the fields of {' and '.join(CLASSES)} in {SOURCE} of\n"
           f"# {args.wheel.name} (PyPI; sha256 {digest}),\n"
-          f"# the GPU kit's vLLM (../shared/gpu). Written by, from the repository's root:\n"
+          f"# the GPU machines' vLLM. Written by, from the repository's root:\n"
           f"#   pip download vllm=={found.group(1)} --no-deps -d /tmp/vllm026\n"
           f"#   python scripts/vllm_engine_args.py /tmp/vllm026/{args.wheel.name} --rules "
           f"solver/engines/data/vllm-{found.group(1)}-engine-rules.json "

@@ -1,6 +1,6 @@
 """Every result file the READMEs cite is in the repository, and the figures that had none now have one.
 
-The convention (README.md, "Figures and their files"): a figure that came from a run names its command and its
+The convention (docs/contributing.md, "Figures and their files"): a figure that came from a run names its command and its
 result file by the file's path in the repository, `benchmarks/results/NAME` or `evaluation/results/NAME` (a folder
 ends in `/`). Inside `benchmarks/README.md` a bare `results/NAME` is the same folder, and so is `$R/NAME` where the
 README sets `R=benchmarks/results`. `{a,b}` stands for each of its names, a brace without a comma (a format field,
@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-READMES = ("README.md", "benchmarks/README.md", "evaluation/README.md", "kaggle/README.md", "docs/gptoss-h100.md")
+READMES = ("README.md", "benchmarks/README.md", "evaluation/README.md", "kaggle/README.md", "docs/gptoss-h100.md",
+           "docs/reference.md")
 # A cited path: a results folder named from the root, from `$R`, or bare; the lookbehind keeps the tail of a longer
 # path (`$OUT/results/`, `benchmarks/results/`) from counting again as a bare one. The path ends on a name character,
 # `*`, `}` or `/`, so a sentence's comma, full stop or closing bracket is not part of it.
@@ -228,10 +229,10 @@ FIGURES = [
      [("| on the loop | 2.46 | 0.00 | 4.73 | 0.641 | 8.30 |", "on the loop 8.30 4.73 0.126 0.641 1.64 2.46 0.00"),
       ("| off the loop | 1.74 | 1.44 | 1.11 | 0.245 | 4.32 |", "off the loop 4.32 1.11 0.127 0.245 1.49 1.74 1.44"),
       ("late in all falls 2.6×", "time stalled 2.6 x")]),
-    ("README.md", "benchmarks/results/h100_engine_llama8b.json",
+    ("docs/reference.md", "benchmarks/results/h100_engine_llama8b.json",
      [("97,112 against 79,635", '"tokens": 97112'), ("97,112 against 79,635", '"tokens": 79635')]),
-    ("README.md", "evaluation/results/mathverify_agreement.txt", [("(53 of 54", "agreement: 53 of 54")]),
-    ("README.md", "benchmarks/results/cpu_sandbox.txt", [("median 9.7 ms per snippet against 0.59 s", "593.2")]),
+    ("docs/reference.md", "evaluation/results/mathverify_agreement.txt", [("(53 of 54", "agreement: 53 of 54")]),
+    ("docs/reference.md", "benchmarks/results/cpu_sandbox.txt", [("median 9.7 ms per snippet against 0.59 s", "593.2")]),
     ("evaluation/README.md", "evaluation/results/sim-retention0/summary.csv",  # mean,std of 12, 16 and 8 at once
      [("41.67 ± 1.40", "41.674,1.3999"), ("40.02 ± 1.48", "40.024,1.4805"),
       ("42.99 ± 1.21 (281 s)", "42.992,1.2078")]),

@@ -27,7 +27,7 @@ ActorMessage = Repetition | SolveEvent | ProblemResult
 
 # The driver's variables an engine needs as the driver has them, whatever environment Ray started the actor's worker
 # with (a joined cluster's workers inherit ``ray start``'s shell, not the driver's): the machine's NCCL settings (on
-# the two-GPU machines NVLink multicast stays off, gpu/README section 5), CUDA's and vLLM's, the model hub's and
+# the two-GPU machines NVLink multicast stays off, as their NCCL settings say), CUDA's and vLLM's, the model hub's and
 # tokenizers' paths and switches.
 FORWARDED_PREFIXES = ("NCCL_", "CUDA_", "VLLM_", "TORCH_", "PYTORCH_", "NVIDIA_", "HF_", "TRANSFORMERS_",
                       "TIKTOKEN_", "TOKENIZERS_")
@@ -56,7 +56,7 @@ def logged_env(environ: Mapping[str, str]) -> dict[str, str]:
 def actor_cache_root(name: str, environ: Mapping[str, str]) -> str:
     """The actor's own vLLM cache folder (torch.compile artefacts): a subfolder named after it of the driver's
     ``VLLM_CACHE_ROOT`` (vLLM's default ``~/.cache/vllm`` without one). Two engines compiling into one folder at once
-    race over its files (gpu/README section 5: one ``VLLM_CACHE_ROOT`` per process); under a fixed name an actor of
+    race over its files (so one ``VLLM_CACHE_ROOT`` per process); under a fixed name an actor of
     a later run finds its warm cache again.
 
     >>> actor_cache_root("engine-1", {"VLLM_CACHE_ROOT": "/root/vllm-cache"})
@@ -73,8 +73,8 @@ COMPILE_CACHE = "torch_compile_cache"  # vLLM's torch.compile artefacts under VL
 
 def seed_compile_cache(base: Path, own: Path) -> bool:
     """Copy the shared folder's compiled artefacts into an actor's own folder the first time it is used, so the
-    actor's engine starts warm where an engine of the same settings compiled before (gpt-oss-120b on an H100: 95 s
-    warm against 130-157 s cold, NOTES section 8). The copy is the actor's alone: no engine writes into another's.
+    actor's engine starts warm where an engine of the same settings compiled before (gpt-oss-120b on an H100: 99.9 s
+    warm against 130.6 s cold, benchmarks/results/h100_startup_gptoss_{warm,cold}.json). The copy is the actor's alone: no engine writes into another's.
     False when there is nothing to copy or the folder is already in use.
 
     >>> import tempfile

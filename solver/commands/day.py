@@ -36,8 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from solver.commands.common import preset_list
 
     parser.add_argument("--attempts-file", type=Path, default=None,
-                        help="recorded attempts (default $SOLVER_ATTEMPTS, else "
-                             "../shared/data/replay/gptoss120b_aimo3_dev.jsonl.xz; an extract from "
+                        help="recorded attempts (default $SOLVER_ATTEMPTS, else the recorded gpt-oss-120b "
+                             "attempts beside the checkout, not shipped: pass your own; an extract from "
                              "benchmarks/extract_attempts.py --measure-tools)")
     parser.add_argument("--problems", type=int, default=6, help="the slice: the first N problems with at least "
                         "--attempts attempts (default 6)")

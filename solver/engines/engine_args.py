@@ -1,7 +1,7 @@
 """Which engine arguments (``engine.args``, passed unchanged to vLLM's ``AsyncEngineArgs``) a vLLM takes, so that a
 misspelt one is a one-line error before an engine starts, not a failure on the GPU minutes into a sitting.
 
-Two vLLMs matter: the GPU kit's (``GPU_KIT_VLLM``, on the GPU machines: ``../shared/gpu``), whose names are kept as
+Two vLLMs matter: the GPU machines' (``GPU_KIT_VLLM``, the vLLM every GPU run here was made with), whose names are kept as
 data here (``data/vllm-<version>-engine-args.txt``, extracted from its wheel by ``scripts/vllm_engine_args.py``
 without installing it), and the one installed here (vLLM's CPU build, for the CPU engine), read from its own ``arg_utils.py`` the same
 way. ``cpu_engine`` says which one an engine section is written for.
@@ -28,7 +28,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-GPU_KIT_VLLM = "0.26.0"  # the vLLM of the GPU kit (../shared/gpu/README.md)
+GPU_KIT_VLLM = "0.26.0"  # the vLLM of the GPU machines' runs (benchmarks/README.md)
 DATA = Path(__file__).resolve().parent / "data" / f"vllm-{GPU_KIT_VLLM}-engine-args.txt"
 RULES = DATA.with_name(f"vllm-{GPU_KIT_VLLM}-engine-rules.json")
 CLASSES = ("EngineArgs", "AsyncEngineArgs")  # AsyncEngineArgs(EngineArgs): the engine's fields are both classes'

@@ -13,7 +13,8 @@ CALL_MARGIN_S = 60.0
 
 @dataclass(frozen=True)
 class Competition:
-    """One competition's contract, as read from its ``kaggle_evaluation`` gateway (``../shared/kaggle``).
+    """One competition's contract, as read from its ``kaggle_evaluation`` gateway (the competition's
+    own download; the AIMO2 and AIMO3 ones the tests drive are in ``tests/kaggle/gateways``).
 
     The gateway calls ``predict(*row)``: one polars Series per column of its test.csv, in order, so
     ``predict(id_, problem)`` for AIMO3 and ``predict(id_, question)`` for AIMO2.

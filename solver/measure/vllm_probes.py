@@ -1,6 +1,6 @@
 """Engine probes straight on vLLM's ``AsyncLLM`` (no solver code between): the prefix cache re-sent (``resent``)
 and turns against one long request (``turns``), each returning its numbers as a dict of plain values. The two
-costs the real shape showed on the H100 (NOTES section 8); ``benchmarks/probes.py`` and ``benchmarks/layouts.py``
+costs the real shape showed on the H100 (benchmarks/README.md, "The real shape"); ``benchmarks/probes.py`` and ``benchmarks/layouts.py``
 drive them and print. ``decode`` times the decode apart from the prefill (S sequences decoding at once at a given
 context): ``benchmarks/probes.py --probes decode`` and ``benchmarks/speculation.py`` drive it."""
 

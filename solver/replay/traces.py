@@ -51,12 +51,13 @@ START, END, MESSAGE, RETURN, CALL = 200006, 200007, 200008, 200002, 200012
 STOPS = (CALL, RETURN)
 
 _OPENERS = {".gz": gzip.open, ".xz": lzma.open, ".bz2": bz2.open}
-ATTEMPTS_FILE = Path("../shared/data/replay/gptoss120b_aimo3_dev.jsonl.xz")  # relative to the checkout's root
+ATTEMPTS_FILE = Path("../shared/data/replay/gptoss120b_aimo3_dev.jsonl.xz")  # the recorded attempts beside the checkout, not shipped
 
 
 def attempts_path() -> Path:
     """The recorded attempts a command reads when it is given none: ``$SOLVER_ATTEMPTS`` when set (and not empty),
-    else ``ATTEMPTS_FILE``. Nothing is read or checked here (the command says what is missing).
+    else ``ATTEMPTS_FILE``: the recorded gpt-oss-120b attempts beside the checkout, where a machine that has them keeps
+    them; the repository does not ship them. Nothing is read or checked here (the command says what is missing).
 
     >>> import os
     >>> before = os.environ.pop("SOLVER_ATTEMPTS", None)

@@ -1,4 +1,5 @@
-# From the repository root, after `solver import-samples ../shared/data/replay/gptoss120b_aimo3_dev.jsonl.xz --out runs/gptoss-dev`:
+# From the repository root, after `solver import-samples ATTEMPTS --out runs/gptoss-dev` (ATTEMPTS: the recorded
+# gpt-oss-120b attempts, not shipped; evaluation/README.md, "Real attempts"):
 # the dev recordings under AIMO3's private rules (evaluation/README.md, sim-aimo3's command), 8 and 12 at once, agree:4,
 # one time model a run. Each report.md, summary.csv and scores.csv (day by day) is copied here under the model's name.
 python evaluation/results/levers-h200/cold_model.py   # writes h200-gptoss-cold.yaml (the winners' configuration, a stand-in)
