@@ -56,7 +56,7 @@ CASES = (
     Case(("solve", "no-such-file.csv", "--out", f"{OUT}/a")),
     Case(("solve", DATA, "--out", f"{OUT}/a", "--set", "sampling.temprature=1")),
     Case(("solve", DATA, "--out", f"{OUT}/a", "--model", "not-a/real-model-xyz"), OFFLINE),
-    Case(("solve", DATA, "--out", f"{OUT}/a", "--model", "models/gpt-oss-120b"), OFFLINE),
+    Case(("solve", DATA, "--out", f"{OUT}/a", "--preset", "h100-gptoss", "--model", "models/gpt-oss-120b"), OFFLINE),
     Case(("solve", DATA, "--out", f"{OUT}/a", "--preset", "h100-gptoss")),
     Case(("solve", DATA, "--out", f"{OUT}/a", "--preset", "h100-gptoss", "--dry-run")),
     Case(("solve", "--resume", f"{OUT}/torn")),

@@ -205,7 +205,8 @@ def test_a_solve_dry_run_checks_the_run_and_writes_nothing(tmp_path, capsys, mon
     replay = ["solve", "--engine", "replay", "--from", "tests/data/replay_run", "--out", str(out), "--dry-run"]
     assert main(replay) == 0
     shown = capsys.readouterr().out
-    assert "dry run: plan: 6 problems, at most 4 repetitions each, on the replay engine; output " in shown
+    assert "dry run: plan: 6 problems, at most 4 repetitions each, stopped by " in shown
+    assert "on the replay engine; output " in shown
     assert not out.exists()
     assert main([*replay, "--set", "engine.replay_timing=model"]) == 2  # what the run refuses, the dry run does
     assert "engine.replay_timing model needs engine.time_model" in capsys.readouterr().err

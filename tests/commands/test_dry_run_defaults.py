@@ -40,6 +40,7 @@ REQUIRED: dict[tuple[str, ...], list[str]] = {
     ("pressure.py",): [],
     ("probes.py",): ["--quick"],  # its default sizes are the GPU's: on the default (tiny) preset, bad input
     ("real_shape.py",): [],
+    ("roofline.py",): ["--quick"],  # its default sizes are the GPU's, as probes.py's
     ("speculation.py",): ["--quick"],  # its default sizes are the GPU's, as probes.py's
     ("startup.py",): [],
 }
