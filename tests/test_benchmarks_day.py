@@ -131,6 +131,13 @@ def test_the_estimate_plays_the_slice_on_the_time_model_and_splits_it_into_calls
     rows = [line for line in printed.splitlines() if line.startswith(SLICE)]
     assert len(rows) == 3 and all(("agree:4" in r) or ("deadline" in r) or ("max_reps" in r) for r in rows)
     assert "call 1: problems 1" in printed
+    # with a shipped compile cache the gate counts the start an engine makes from it (the model's rebuild_s)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "manifest.json").write_text("{}")
+    assert main(["--gpu", "--attempts-file", str(extract), "--problems", "3", "--estimate", "--until", "540",
+                 "--set", f"engine.compile_cache={cache}"]) == 0
+    assert "estimate on time model h100-gptoss-marlin (start 62 s, from the compile cache)" in capsys.readouterr().out
 
 
 def test_the_attempts_file_defaults_to_the_setting(extract, tmp_path, monkeypatch, capsys):

@@ -22,7 +22,7 @@ from solver.core.clock import DayClock
 from solver.engines.vllm_metrics import StartMark
 from solver.errors import BadInput
 from solver.files import atomic_write
-from solver.measure.day_model import need_s, predict, time_model
+from solver.measure.day_model import engine_start_s, need_s, predict, time_model
 from solver.measure.day_options import DayOptions, day_config, plan_rows
 from solver.measure.day_processes import kill_descendants, kill_engine
 from solver.measure.day_table import ProblemRecord, hit_rate, problem_line
@@ -286,7 +286,8 @@ class DayCall:
                     break
                 allot = predictor.budget.allot().seconds if options.rules == "kaggle" else None
                 guess = predict(replays, self.config, self.model, allot).seconds
-                build = 0.0 if self.recorder.ready and not self.recorder.killed else self.model.start_s
+                build = 0.0 if self.recorder.ready and not self.recorder.killed else engine_start_s(self.model,
+                                                                                                   self.config)
                 left = None if options.until is None else options.until - (time.monotonic() - born)
                 if left is not None and need_s(guess, build, options.safety) > left:
                     print(f"stop: problem {pid} needs ~{need_s(guess, build, options.safety):.0f} s by the estimate "
