@@ -10,12 +10,13 @@ Importing this package starts nothing; the names the notebook uses are re-export
 """
 
 from solver.kaggle.competition import COMPETITIONS, Competition, competition, competition_config
-from solver.kaggle.predictor import CallRecord, KagglePredictor, PredictorOptions, process_start
+from solver.kaggle.predictor import (CacheNotLoaded, CallRecord, KagglePredictor, PredictorOptions,
+                                     process_start)
 from solver.kaggle.rows import check_prediction
 from solver.kaggle.serve import endpoint, find_server, serve
 from solver.kaggle.settings import notebook_config
 from solver.kaggle.supervisor import EngineLimits
 
-__all__ = ["COMPETITIONS", "CallRecord", "Competition", "EngineLimits", "KagglePredictor", "PredictorOptions",
+__all__ = ["COMPETITIONS", "CacheNotLoaded", "CallRecord", "Competition", "EngineLimits", "KagglePredictor", "PredictorOptions",
            "check_prediction", "competition", "competition_config", "endpoint", "find_server", "notebook_config",
            "process_start", "serve"]

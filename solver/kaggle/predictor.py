@@ -91,6 +91,10 @@ class PredictorOptions:
     open_session: SessionFactory | None = None  # the engine, sandbox and solver (None: ``SolverSession``)
 
 
+class CacheNotLoaded(RuntimeError):
+    """A rehearsal's engine did not load its graphs from the shipped compile cache; the message is its start line."""
+
+
 class KagglePredictor:
     """The callable behind the gateway's ``predict``. Thread-agnostic: the gateway may call it from any thread."""
 
@@ -122,6 +126,19 @@ class KagglePredictor:
     @property
     def builds(self) -> int:
         return self.supervisor.builds
+
+    def check_compile_cache(self) -> str:
+        """The first engine's compile-cache line, for a rehearsal to check: it raises ``CacheNotLoaded`` (one line)
+        unless the cache was used and vLLM loaded its compiled graphs from it (the line's ``graphs loaded``);
+        a run without ``engine.compile_cache`` has nothing to check. In a competition rerun
+        (``KAGGLE_IS_COMPETITION_RERUN``) it only returns the line: a submission never fails on it."""
+        if not self.config.engine.compile_cache:
+            return "no compile cache set"
+        line = self.supervisor.cache_lines[0] if self.supervisor.cache_lines else None
+        loaded = line is not None and ": used (" in line and "at start: graphs loaded" in line
+        if not loaded and not os.environ.get("KAGGLE_IS_COMPETITION_RERUN"):
+            raise CacheNotLoaded(line or f"no engine started with the compile cache {self.config.engine.compile_cache}")
+        return line or f"no engine started with the compile cache {self.config.engine.compile_cache}"
 
     # -- the gateway's entry point --
 

@@ -72,6 +72,8 @@ class EngineSupervisor:
         self._stack: contextlib.AsyncExitStack | None = None
         self._suspect: str | None = None  # why the engine may be unwell, checked before the next problem
         self._probes = 0
+        # each built engine's compile-cache line (what became of engine.compile_cache), in build order
+        self.cache_lines: list[str] = []
 
     def suspect(self, reason: str | None) -> None:
         """Remember why the engine may be unwell (None: it looked fine); checked at the next ``ensure``."""
@@ -105,6 +107,9 @@ class EngineSupervisor:
             self.session = None
             return f"engine build failed: {outcome.error}"
         log.info("engine ready (build %d)", self.builds)
+        verdict = getattr(getattr(self.session, "engine", None), "compile_cache", None)
+        if verdict is not None:
+            self.cache_lines.append(verdict.line)
         return None
 
     def close(self) -> None:

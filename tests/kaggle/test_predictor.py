@@ -356,3 +356,45 @@ def test_real_engine_core_killed_is_rebuilt_and_the_next_problems_are_served(
     assert real_predictor.builds == builds + 1, "one rebuild after the kill"
     assert real_predictor.calls[-1].generated_tokens > 0, "the rebuilt engine generates"
     assert _engine_core_processes(), "a new engine core is running"
+
+
+# ---- the rehearsal's check of the compile cache's start line --------------------------------------------------
+
+
+@pytest.mark.parametrize("line, loaded", [
+    ("the compile cache C: used (built for vLLM 0.26.0, ...); at start: graphs loaded, 0 Triton kernels compiled "
+     "(266 shipped), 58.3 s", True),
+    ("the compile cache C: used (built for vLLM 0.26.0, ...); at start: graphs compiled again (3 saved), 0 Triton "
+     "kernels compiled (266 shipped), 150.0 s", False),
+    ("the compile cache C: the engine failed to start with it (FileNotFoundError: ...); started again without it",
+     False),
+])
+def test_a_rehearsal_fails_on_a_cache_whose_graphs_did_not_load_and_a_rerun_never_does(
+        line: str, loaded: bool, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's compile-cache verdict, as the supervisor kept it from the built engine, is what the notebook's
+    last cell checks: an interactive rehearsal raises with the line, a competition rerun only prints it."""
+    from solver.engines.compile_cache import CacheVerdict
+    from solver.kaggle import CacheNotLoaded
+
+    engine = FaultyScriptedEngine(lambda r: "answer")
+    engine.compile_cache = CacheVerdict(": used (" in line, line)  # type: ignore[attr-defined]
+    factory, built = scripted_factory([engine])
+    config = fast_config().replace({"engine.compile_cache": str(tmp_path)})
+    predict = KagglePredictor(config, "aimo3", PredictorOptions(open_session=factory, limits=FAST_LIMITS))
+    monkeypatch.delenv("KAGGLE_IS_COMPETITION_RERUN", raising=False)
+    try:
+        with pytest.raises(CacheNotLoaded, match="no engine started with the compile cache"):
+            predict.check_compile_cache()  # nothing served yet
+        assert_valid_frame(predict(*aimo3_row("p1")), "p1")
+        if loaded:
+            assert predict.check_compile_cache() == line
+        else:
+            with pytest.raises(CacheNotLoaded) as caught:
+                predict.check_compile_cache()
+            assert str(caught.value) == line
+        monkeypatch.setenv("KAGGLE_IS_COMPETITION_RERUN", "1")
+        assert predict.check_compile_cache() == line  # the submission's own run never fails on it
+    finally:
+        predict.close()
+    plain = KagglePredictor(fast_config(), "aimo3", PredictorOptions(open_session=factory, limits=FAST_LIMITS))
+    assert plain.check_compile_cache() == "no compile cache set"
