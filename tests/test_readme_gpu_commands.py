@@ -10,7 +10,8 @@ no-dry-run="why" ````), and its commands are listed as not checked. Each command
 (``CUDA_VISIBLE_DEVICES``, which the commands' own GPU checks read; one where the fence names none), ``$VARS``
 assigned earlier in the block expanded (``G="..."``, ``L=...``) and the machine's own ones given here (``$OUT``: a
 fresh folder; ``$GPU_MODELS``: the GPU kit's model folder, absent here, so the model is named as skipped). Set-up
-lines (the kit's ``install.sh``, ``. /root/gpu/env.sh``, ``export``, ``mkdir``, ``cp``) are not commands to check.
+lines (the kit's ``install.sh``, ``. /root/gpu/env.sh``, ``export``, ``mkdir``, ``cp``, ``rm``, ``chmod``) are not
+commands to check.
 The test ids list every command checked (``pytest --collect-only -q tests/test_readme_gpu_commands.py``);
 benchmarks/README.md, "Dry runs", says how a new GPU command joins them.
 """
@@ -37,7 +38,7 @@ WHY_NOT = re.compile(r'\bno-dry-run="([^"]*)"')  # on a fence: why its commands 
 SHELL = ("", "bash", "sh", "shell", "console")  # the fences whose lines are commands
 GPU_ONLY = ("$GPU_MODELS", "/root/gpu")  # what only a GPU machine has: a block naming them must be marked
 MACHINE = {"GPU_MODELS": "/root/gpu/models", "PWD": str(ROOT), "PYTHONPATH": ""}  # the GPU machine's own; $OUT below
-SET_UP = ("bash", ".", "source", "export", "mkdir", "cp", "cd")
+SET_UP = ("bash", ".", "source", "export", "mkdir", "cp", "cd", "rm", "chmod")
 VAR = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 ASSIGN = re.compile(r"^(\w+)=(.*)$")
 
