@@ -355,6 +355,10 @@ def test_the_warm_up_runs_each_shape_alone_and_the_cache_is_used(engine_log, eng
     assert engine.compile_cache.model_path == link and engine._llm.model_config.model == link
     assert os.environ["VLLM_CACHE_ROOT"] == read_manifest(cache_dir).cache_root
     assert any("the compile cache" in line and ": used (built for vLLM" in line for line in lines)
+    # the start line says what the start did with it: the CPU engine runs eager, so it saved no compiled graph and
+    # compiled no Triton kernel; the one kernel shipped is counted
+    assert "; at start: graphs loaded, 0 Triton kernels compiled (1 shipped), " in engine.compile_cache.line
+    assert engine.compile_cache.outcome is not None and engine.compile_cache.outcome.graphs_saved == 0
     assert snapshot(cache_dir) == shipped
 
     # The warm-up's prompts are in vLLM's counters (each looked up once, none found) and in none of a problem's
