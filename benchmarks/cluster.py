@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="1 problem x 8 repetitions, 48 tokens per turn")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--dry-run", action="store_true",
-                        help="parse, plan and check (solver/measure/dryrun.py); start nothing")
+                        help="parse, plan and check (solver/dryrun/plan.py); start nothing")
     args = parser.parse_args(argv)
     if args.quick:
         args.problems, args.reps, args.max_tokens = 1, 8, 48
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"workload: {args.problems} problems x {args.reps} repetitions together, {args.max_tokens} tokens per "
           f"turn, preset {args.preset}")
     if args.dry_run:
-        from solver.measure import engine_dry_run
+        from solver.dryrun import engine_dry_run
 
         plan = (f"{len(problems)} problems in process, then on one engine actor on a local Ray; engine args "
                 f"{json.dumps(config.engine.args, sort_keys=True)}")

@@ -40,8 +40,9 @@ from solver.config import load_config, parse_overrides
 from solver.datasets import load_problems
 from solver.errors import BadInput
 from solver.files import atomic_write
-from solver.measure import (PIPELINE_CONTENDERS, SHAPE_DESCRIPTION, SHAPE_PROG, DryRun, Profile, add_shape_arguments,
+from solver.measure import (PIPELINE_CONTENDERS, SHAPE_DESCRIPTION, SHAPE_PROG, Profile, add_shape_arguments,
                             code_floor, make_plans, real_shape, run_pipelines, run_raw, shape_options_of)
+from solver.dryrun import DryRun
 
 # A nudge so the tiny model writes code often enough to exercise the sandbox path.
 CODE_HINT = " Write a short Python program that prints the answer."
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="config override for every contender, e.g. --set engine.args.stream_interval=8")
     parser.add_argument("--dry-run", action="store_true",
-                        help="parse, plan and check (solver/measure/dryrun.py); start nothing")
+                        help="parse, plan and check (solver/dryrun/plan.py); start nothing")
     args = parser.parse_args(argv)
     problems_n = args.problems or (4 if args.gpu else 2)
     max_tokens = args.max_tokens or (1024 if args.gpu else 96)
@@ -147,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{max_tokens} tokens ({total} per repetition), logprobs {config.sampling.logprobs}")
     problems = [replace(p, text=p.text + CODE_HINT) for p in load_problems("demo", limit=problems_n)]
     if args.dry_run:
-        from solver.measure import engine_dry_run
+        from solver.dryrun import engine_dry_run
 
         plan = (f"contenders {', '.join(sorted(contenders))} and the raw engine on {len(problems)} problems; engine "
                 f"args {json.dumps(config.engine.args, sort_keys=True)}")

@@ -36,7 +36,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from solver.measure import ignored, inside
+from solver.dryrun import ignored, inside
 from solver.config import ConfigError
 from solver.files import atomic_write
 from solver.measure import STARTER_CELL, HarmonyEndings, PlanError, choose, recorded_code

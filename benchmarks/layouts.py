@@ -50,11 +50,12 @@ from typing import Any
 from solver.config import Config, ConfigError, Layout, load_config, parse_layout, parse_overrides
 from solver.errors import BadInput
 from solver.files import atomic_write
-from solver.measure import (SHAPE_DESCRIPTION, SHAPE_PROG, DryRun, ShapeWorkload, add_shape_arguments, layout_config,
-                            layouts_of, load_requests, on_actors, planned_tokens, plan_summary, prediction, probe_rows,
-                            probe_settings, read_tool_times, run_layout, whole_numbers, scaling_rows, seed_engine,
-                            seed_env, served, fixed_tool_times, gpus_here, child_env, shape_options_of,
+from solver.measure import (SHAPE_DESCRIPTION, SHAPE_PROG, ShapeWorkload, add_shape_arguments, layout_config,
+                            layouts_of, load_requests, on_actors, planned_tokens, plan_summary, prediction,
+                            probe_rows, probe_settings, read_tool_times, run_layout, whole_numbers, scaling_rows,
+                            seed_engine, seed_env, served, fixed_tool_times, gpus_here, child_env, shape_options_of,
                             shape_tool_times, shape_workload, with_package, with_tool_times)
+from solver.dryrun import DryRun
 from solver.processes import run_group
 
 

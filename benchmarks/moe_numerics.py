@@ -434,7 +434,7 @@ def dry_run(args: argparse.Namespace, argv: list[str]) -> int:
     on this machine, the full shape's padding for Marlin, and which kernel functions this vLLM has."""
     import torch
 
-    from solver.measure import DryRun
+    from solver.dryrun import DryRun
 
     dry = DryRun("moe_numerics.py")
     layer = random_layer(SMALL, args.seed)

@@ -61,7 +61,7 @@ def pressure_config(args: argparse.Namespace) -> Config:
 
 def dry_run(args: argparse.Namespace) -> int:
     """``--dry-run``: the config and the model checked, the pressure planned; no engine."""
-    from solver.measure import DryRun
+    from solver.dryrun import DryRun
 
     config = pressure_config(args)
     dry = DryRun("pressure.py")
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--interval", type=float, default=0.1, help="seconds between metric polls")
     p.add_argument("--json", default=None, help="write the report here too")
     p.add_argument("--expect-preemption", action="store_true", help="exit 1 if the engine preempted nothing")
-    p.add_argument("--dry-run", action="store_true", help="parse, plan and check (solver/measure/dryrun.py); "
+    p.add_argument("--dry-run", action="store_true", help="parse, plan and check (solver/dryrun/plan.py); "
                    "start nothing")
     args = p.parse_args(argv)
     if min(args.requests, args.prompt_tokens, args.max_tokens) < 1 or args.interval <= 0:

@@ -111,7 +111,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="engine override, e.g. --set engine.args.gpu_memory_utilization=0.95")
     parser.add_argument("--dry-run", action="store_true",
-                        help="parse, plan and check (solver/measure/dryrun.py); start nothing")
+                        help="parse, plan and check (solver/dryrun/plan.py); start nothing")
     args = parser.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else argv
     if args.quick:
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse(argv)
         if args.dry_run:
-            from solver.measure import DryRun
+            from solver.dryrun import DryRun
 
             dry = DryRun("probes.py")
             dry.engine(args.config, BadInput)

@@ -31,7 +31,8 @@ import argparse
 import sys
 
 from solver.errors import BadInput
-from solver.measure import SHAPE_DESCRIPTION, SHAPE_PROG, DryRun, add_shape_arguments, real_shape, shape_options_of
+from solver.measure import SHAPE_DESCRIPTION, SHAPE_PROG, add_shape_arguments, real_shape, shape_options_of
+from solver.dryrun import DryRun
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse(argv)
         if args.dry_run:
-            from solver.measure import DryRun
+            from solver.dryrun import DryRun
 
             dry = DryRun("roofline.py")
             dry.engine(args.config, BadInput)

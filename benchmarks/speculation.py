@@ -36,7 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the solver package, run from a checkout
 
-from solver.measure import DryRun  # noqa: E402 - after the path set-up above
+from solver.dryrun import DryRun  # noqa: E402 - after the path set-up above
 from solver.config import Config, ConfigError, load_config, parse_overrides  # noqa: E402
 from solver.errors import BadInput  # noqa: E402
 from solver.files import atomic_write  # noqa: E402

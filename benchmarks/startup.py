@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--log-dir", default=None, help="where each trial's full log goes (default a temp folder)")
     p.add_argument("--timeout", type=float, default=550.0, help="seconds per trial")
     p.add_argument("--json", default=None, help="write the trials here too")
-    p.add_argument("--dry-run", action="store_true", help="parse, plan and check (solver/measure/dryrun.py); "
+    p.add_argument("--dry-run", action="store_true", help="parse, plan and check (solver/dryrun/plan.py); "
                    "start nothing")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: the cold trial needs an empty --cache-dir; {args.cache_dir} holds files", file=sys.stderr)
         return 2
     if args.dry_run:
-        from solver.measure import DryRun
+        from solver.dryrun import DryRun
 
         dry = DryRun("startup.py")
         try:

@@ -140,7 +140,7 @@ def test_an_extract_holds_the_attempts_the_benchmark_replays_and_never_goes_into
         for positions in chosen.values() for p in positions]
     assert choose([a.problem_id for a in extract], 2, 3) == {pid: [3 * i, 3 * i + 1, 3 * i + 2]
                                                               for i, pid in enumerate(chosen)}
-    from solver.measure.dryrun import ignored  # what extract_attempts.py refuses to write inside
+    from solver.dryrun import ignored  # what extract_attempts.py refuses to write inside
 
     # runs/ is ignored in every checkout; .venv/ only where it is a folder (git does not look past a linked venv).
     assert ignored(ROOT / "runs" / "extract.jsonl.xz") and not ignored(BENCHMARKS / "extract.jsonl")

@@ -1,6 +1,6 @@
 """Every command the READMEs write that starts an engine on a GPU, dry-run here as written (``--dry-run``: parsed,
 planned and checked, its ``engine.args`` against the GPU kit's vLLM included, nothing started;
-solver/measure/dryrun.py), so that a GPU sitting is never the first run of a command's code path.
+solver/dryrun/plan.py), so that a GPU sitting is never the first run of a command's code path.
 
 A GPU command is every command of a fenced block whose info string says how many GPUs the machine it is written for
 has (```` ```bash gpus=2 ````), and any other command of a shell block that starts an engine on a GPU: a GPU preset
@@ -135,7 +135,7 @@ def gpu_presets() -> set[str]:
     """The presets whose engine runs on a GPU: every one but the CPU engine's (``cpu_engine``, the rule that also
     picks the vLLM a dry run checks ``engine.args`` against)."""
     from solver.config.loading import load_preset, presets
-    from solver.engines.engine_args import cpu_engine
+    from solver.config import cpu_engine
 
     return {p for p in presets() if not cpu_engine((load_preset(p).get("engine") or {}).get("env") or {})}
 
@@ -296,7 +296,7 @@ def test_a_command_not_dry_run_says_why() -> None:
 def test_the_gpu_command_dry_runs_as_written(command: GpuCommand, gpu_machine, monkeypatch, capfd) -> None:
     assert command.program == "solver" or (BENCHMARKS / command.program).is_file(), (
         f"{command.program}: not a benchmark or the solver CLI; a GPU command needs a dry run "
-        "(solver/measure/dryrun.py)")
+        "(solver/dryrun/plan.py)")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", ",".join(str(i) for i in range(command.gpus)))
     argv = argv_of(command, gpu_machine)
     if command.program == "solver" and "kaggle-local" in argv:

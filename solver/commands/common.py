@@ -70,7 +70,7 @@ def preset_list() -> str:
     """The presets for a help text, as ``--preset`` finds them (``solver.config.loading.presets``), the one whose
     engine is vLLM's CPU build marked (``solver.engines.engine_args.cpu_engine``)."""
     from solver.config import load_preset, presets
-    from solver.engines.engine_args import cpu_engine
+    from solver.config import cpu_engine
 
     def cpu(name: str) -> bool:
         return cpu_engine((load_preset(name).get("engine") or {}).get("env") or {})

@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     for verb in (build, pack, check):
         add_base_config_arguments(verb, engines=False)
         verb.add_argument("--dry-run", action="store_true", help="parse and check the command as written (the "
-                          "config, the model, the folders); start nothing (solver/measure/dryrun.py)")
+                          "config, the model, the folders); start nothing (solver/dryrun/plan.py)")
         verb.set_defaults(func=run)
 
 
@@ -120,7 +120,7 @@ async def _warm_engine(config: object, model: str) -> int:
 
 def dry_run(args: argparse.Namespace, config: object) -> int:
     """``--dry-run``: the config and its model checked, the folders read where they are here; nothing started."""
-    from solver.measure import DryRun
+    from solver.dryrun import DryRun
     from solver.config import ConfigError
     from solver.engines.compile_cache import ROOT_BASE, read_manifest
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from solver.measure import DayOptions, DryRun
+    from solver.measure import DayOptions
+    from solver.dryrun import DryRun
 
 # Light imports only at module level: the CLI imports every command to build its parser.
 
@@ -70,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--table", type=Path, default=None, help="a table JSON of labelled runs (variants)")
     parser.add_argument("--estimate", action="store_true", help="print the time model's prediction; start nothing")
     parser.add_argument("--dry-run", action="store_true",
-                        help="parse, plan and check (solver/measure/dryrun.py); start nothing, measure nothing")
+                        help="parse, plan and check (solver/dryrun/plan.py); start nothing, measure nothing")
     parser.add_argument("--time-model", default=None, help="for the estimates (default: the config's, else tiny)")
     parser.add_argument("--run-dir", type=Path, default=None, help="the predictor's run directory for this call "
                         "(default: beside --json, one per call)")
@@ -100,7 +101,8 @@ def options(args: argparse.Namespace, dry: DryRun | None) -> DayOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    from solver.measure import DryRun, rehearse_day
+    from solver.measure import rehearse_day
+    from solver.dryrun import DryRun
     from solver.replay import attempts_path
 
     if args.attempts_file is None:  # the setting as this command runs (solver.replay.attempts_path)

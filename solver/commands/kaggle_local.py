@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                         help="total time for the set (default: the competition's 5 h)")
     parser.add_argument("--dry-run", action="store_true",
                         help="parse, plan and check everything (config, names, problems, gateway), then exit: no "
-                             "engine starts, nothing is written (solver/measure/dryrun.py)")
+                             "engine starts, nothing is written (solver/dryrun/plan.py)")
     add_config_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     comp = competition(args.competition)
     dry = None
     if args.dry_run:
-        from solver.measure import DryRun
+        from solver.dryrun import DryRun
 
         dry = DryRun("solver kaggle-local")
         args = dry_run_args(args, dry)

@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--log-dir", type=Path, default=None, help="server logs (default: a new temp dir)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the servers to start")
     parser.add_argument("--dry-run", action="store_true",
-                        help="parse, plan and check (solver/measure/dryrun.py); start no server (before a --)")
+                        help="parse, plan and check (solver/dryrun/plan.py); start no server (before a --)")
     parser.set_defaults(func=run)
 
 
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         config = config_from_args(args)
         served = with_server_flags(config, args.vllm_args, installed_args() if not args.dry_run else None)
         if args.dry_run:
-            from solver.measure import DryRun
+            from solver.dryrun import DryRun
 
             dry = DryRun("solver serve")
             dry.engine_args(served, ConfigError)
@@ -122,7 +122,7 @@ def with_server_flags(config: Any, flags: list[str], known: Any = None) -> Any:
     are read against ``known`` (a vLLM's ``KnownArgs``; default the one the engine is written for,
     ``known_for``): one the server would not take is a one-line ConfigError, with the nearest it would."""
     from solver.config import ConfigError
-    from solver.config.schema import check_model_named
+    from solver.config import check_model_named
     from solver.engines.engine_args import known_for
 
     known = known or known_for(config.engine.env)

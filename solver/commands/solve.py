@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--limit", type=int, default=None, help="only the first N problems")
     parser.add_argument("--dry-run", action="store_true",
                         help="parse, plan and check everything (config, names, problems, model, GPUs), then exit: "
-                             "no engine starts, nothing is written (solver/measure/dryrun.py)")
+                             "no engine starts, nothing is written (solver/dryrun/plan.py)")
     add_config_arguments(parser)
     add_cluster_arguments(parser)
     parser.set_defaults(func=run)
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
     choices, records, dry = None, None, None
     if args.dry_run:
-        from solver.measure import DryRun
+        from solver.dryrun import DryRun
 
         dry = DryRun("solver solve")
         args = dry_run_args(args, dry)

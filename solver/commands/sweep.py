@@ -57,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--dry-run", action="store_true",
                         help="parse, plan and check the sweep as written (spec, config, problems, runs, model, the "
                              "cluster's engines against the GPUs visible), then exit: nothing starts, nothing is "
-                             "written (solver/measure/dryrun.py)")
+                             "written (solver/dryrun/plan.py)")
     add_base_config_arguments(parser)
     add_cluster_arguments(parser)
     parser.set_defaults(func=run)
@@ -144,7 +144,7 @@ def dry_run(args: argparse.Namespace, spec: Any, base: Any, problems: Any) -> in
     found, the cluster's engines counted against the GPUs this machine shows (``--cluster``'s rule,
     ``actor_count``); with ``--plan``, the estimate too. Nothing starts, nothing is written."""
     from solver.cluster.spec import actor_count, parse_cluster
-    from solver.measure import DryRun
+    from solver.dryrun import DryRun
     from solver.config import ConfigError, Layout
     from solver.engines.launch import visible_gpus
     from solver.offline.sweep import SweepError, plan_runs, reusable_config

@@ -12,11 +12,14 @@ from solver.config.policy import (EVERY_REPETITION, AnswerConfig, BudgetConfig, 
                                   stopper_set)
 from solver.config.registry import Registry
 from solver.config.schema import (SOLVER_OWNED_SAMPLING, Config, EngineConfig, PromptConfig, SamplingConfig,
-                                  SandboxConfig, from_dict, repetitions_busy)
+                                  SandboxConfig, check_model_named, cpu_engine, from_dict,
+                                  repetitions_busy)
 from solver.errors import ConfigError
 
 __all__ = ["AnswerConfig", "BudgetConfig", "Choices", "Config", "ConfigError", "DEFAULT_MAX_NUM_SEQS", "EngineConfig",
            "EVERY_REPETITION", "Layout", "PRESET_DIR", "PromptConfig", "Registry", "SOLVER_OWNED_SAMPLING",
-           "SamplingConfig", "SandboxConfig", "SolveConfig", "StopConfig", "VoteConfig", "engine_batch", "from_dict",
+           "SamplingConfig", "SandboxConfig", "SolveConfig", "StopConfig", "VoteConfig", "check_model_named", "cpu_engine",
+           "engine_batch",
+           "from_dict",
            "load_config", "load_preset", "parse_layout", "parse_overrides", "presets", "read_choices",
            "read_config_file", "repetitions_busy", "save_config", "stopper_set"]

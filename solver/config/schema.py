@@ -10,6 +10,7 @@ import difflib
 import importlib.util
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -209,6 +210,17 @@ class Config:
         return from_dict(_merge(self.to_dict(), _undot(overrides)))
 
 
+def cpu_engine(env: Mapping[str, Any]) -> bool:
+    """Whether an engine section (its ``engine.env``) is written for vLLM's CPU build, the one installed here: it
+    sets the CPU backend's own variables (``VLLM_CPU_*``), as the tiny preset's engine does (and the CPU engine
+    the day and the benchmarks put in a GPU preset's place). Every other engine is written for the GPU kit's vLLM.
+
+    >>> cpu_engine({"VLLM_CPU_KVCACHE_SPACE": "2"}), cpu_engine({"TOKENIZERS_PARALLELISM": "false"})
+    (True, False)
+    """
+    return any(key.startswith("VLLM_CPU_") for key in env)
+
+
 def check_model_named(config: Config) -> None:
     """A vLLM engine written for a GPU (every engine but one for vLLM's CPU build, ``cpu_engine``) names its model:
     without ``--model`` it would load the embedded tiny model with the GPU's arguments (its ``max_model_len``, fp8
@@ -222,8 +234,6 @@ def check_model_named(config: Config) -> None:
     ...
     solver.errors.ConfigError: --model is required with preset h100 (its engine is written for a GPU; ...
     """
-    from solver.engines.engine_args import cpu_engine
-
     e = config.engine
     _check(e.name != "vllm" or e.model is not None or not e.env or cpu_engine(e.env),
            f"--model is required with preset {config.preset} (its engine is written for a GPU; the embedded tiny "

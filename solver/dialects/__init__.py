@@ -11,13 +11,14 @@ import importlib
 from solver.config import Config, ConfigError
 from solver.dialects.base import Dialect, Dialogue, Prompt, Reading, Stops, TurnOutput
 from solver.dialects.fences import CODE_STOP
+from solver.dialects.fit import check_model_dialect
 from solver.dialects.harmony import load_encoding, message_text
 from solver.dialects.output import OutputStyle, describe_execution, execution_from_shown
 from solver.dialects.prompts import PromptTemplate
 from solver.types import Tokenizer
 
 __all__ = ["CODE_STOP", "DIALECTS", "Dialect", "Dialogue", "OutputStyle", "Prompt", "PromptTemplate", "Reading",
-           "Stops", "TurnOutput", "check_dialect", "describe_execution", "execution_from_shown", "load_encoding",
+           "Stops", "TurnOutput", "check_dialect", "check_model_dialect", "describe_execution", "execution_from_shown", "load_encoding",
            "make_dialect", "message_text"]
 
 # name -> "module:factory(config, tokenizer, template) -> Dialect"

@@ -28,6 +28,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from solver.config import cpu_engine  # the rule is the config's (an engine section's own variables)
+
 GPU_KIT_VLLM = "0.26.0"  # the vLLM of the GPU machines' runs (benchmarks/README.md)
 DATA = Path(__file__).resolve().parent / "data" / f"vllm-{GPU_KIT_VLLM}-engine-args.txt"
 RULES = DATA.with_name(f"vllm-{GPU_KIT_VLLM}-engine-rules.json")
@@ -430,17 +432,6 @@ def installed_args() -> KnownArgs | None:
         return known_from(version, {k: p.read_text() for k, p in files.items() if p.is_file()})
     except (OSError, KeyError, importlib.metadata.PackageNotFoundError):
         return None
-
-
-def cpu_engine(env: Mapping[str, Any]) -> bool:
-    """Whether an engine section (its ``engine.env``) is written for vLLM's CPU build, the one installed here: it
-    sets the CPU backend's own variables (``VLLM_CPU_*``), as the tiny preset's engine does (and the CPU engine
-    the day and the benchmarks put in a GPU preset's place). Every other engine is written for the GPU kit's vLLM.
-
-    >>> cpu_engine({"VLLM_CPU_KVCACHE_SPACE": "2"}), cpu_engine({"TOKENIZERS_PARALLELISM": "false"})
-    (True, False)
-    """
-    return any(key.startswith("VLLM_CPU_") for key in env)
 
 
 def known_for(env: Mapping[str, Any]) -> KnownArgs | None:

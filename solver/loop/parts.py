@@ -40,7 +40,7 @@ class RunParts:
 def prepare_run(config: Config, *, find_model: Callable[[str | None], object] | None = None) -> RunParts:
     """Resolve and check everything ``config`` names (module docstring); the parts its solvers are made of.
     ``find_model``: how the model is found (default ``solver.models.resolve_model``; a dry run passes its own,
-    which skips a model only on the machine the command is written for, solver.measure.dryrun).
+    which skips a model only on the machine the command is written for, solver.dryrun).
 
     >>> prepare_run(Config().replace({"engine.name": "replay"}))
     Traceback (most recent call last):
@@ -48,7 +48,7 @@ def prepare_run(config: Config, *, find_model: Callable[[str | None], object] | 
     solver.errors.ConfigError: the replay engine needs --from RUN_DIR
     """
     from solver.dialects import check_dialect
-    from solver.dialects.fit import check_model_dialect
+    from solver.dialects import check_model_dialect
     from solver.engines import factory_path
 
     parts = RunParts.of(config)
@@ -56,7 +56,7 @@ def prepare_run(config: Config, *, find_model: Callable[[str | None], object] | 
     check_dialect(config)  # harmony's vocabulary offline; a chat template that declares hermes's tool
     factory_path(config.engine.name)
     if config.engine.name == "vllm":
-        from solver.config.schema import check_model_named
+        from solver.config import check_model_named
         from solver.models import resolve_model
 
         check_model_named(config)  # a GPU preset's engine without --model: before the tiny model is made

@@ -9,9 +9,8 @@ simulator); ``rehearsal`` (the submission behind a competition's gateway: ``solv
 ``workload`` (recorded attempts as replay plans, forced onto a real engine, their calls answered from the
 recording) and ``tool_seconds`` (the seconds their calls run: carried, measured again or fixed); ``traced`` (drawn
 plans the real engine follows) on ``wrapped`` (an engine around another); ``request_timeline`` (requests and
-engine metrics over time); ``vllm_probes`` (single-purpose requests to vLLM); ``dryrun`` (what a command would
-start, checked, nothing started); ``sim_fidelity`` (``check_replay``: the running pipeline on the replay engine
-against the simulator's prediction of the same draws).
+engine metrics over time); ``vllm_probes`` (single-purpose requests to vLLM); ``sim_fidelity`` (``check_replay``:
+the running pipeline on the replay engine against the simulator's prediction of the same draws).
 The benchmarks' drivers: ``shape`` (the real shape's options, typed and checked once, its plan and run:
 ``engine.py --workload real``) over ``contenders`` (its four ways to replay the attempts); ``saturation``
 (``engine.py``'s raw engine, pipeline and rounds); ``scaling`` (``layouts.py``: the layouts by name, each layout's
@@ -22,7 +21,6 @@ from solver.measure.day_held_out import add_answers as add_day_answers
 from solver.measure.day_held_out import check_day
 from solver.measure.day_options import DayOptions, day_options
 from solver.measure.sim_fidelity import check_replay
-from solver.measure.dryrun import DryRun, engine_dry_run, ignored, inside
 from solver.measure.fleet import child_env, gpus_here, load_requests, on_actors, seed_env, served, with_package
 from solver.measure.kaggle_day import rehearse_day
 from solver.measure.vllm_probes import cache_tokens, decode, generate, random_ids, resent, turns
@@ -43,11 +41,11 @@ from solver.measure.tool_seconds import (TOOL_TIME_MODES, carried_tool_times, fi
                                          tool_time_mode, tool_time_seconds, with_tool_times)
 
 __all__ = ["STARTER_CELL", "TOOL_TIME_MODES", "AttemptsOnEngine", "Caps", "DayOptions",
-           "DryRun", "HarmonyEndings", "PlanError", "Profile", "Replay", "RepetitionPlan",
+           "HarmonyEndings", "PlanError", "Profile", "Replay", "RepetitionPlan",
            "RequestRecord", "RequestTimeline", "Sampler", "ServerMetrics", "TimedEngine", "TracedEngine",
            "add_day_answers", "cache_tokens", "carried_tool_times", "check_day", "check_replay", "choose", "code_floor",
            "day_options",
-           "decode", "engine_dry_run", "fixed_tool_times", "generate", "ignored", "in_process_reader", "inside",
+           "decode", "fixed_tool_times", "generate", "in_process_reader",
            "key_of", "make_plans", "make_script", "measure_tool_times", "plan", "plan_summary",
            "preset_engine", "random_ids", "recorded_calls", "recorded_code", "rehearse",
            "rehearse_day",

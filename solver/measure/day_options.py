@@ -20,7 +20,7 @@ from solver.measure.tool_seconds import (TOOL_TIME_MODES, fixed_tool_times, tool
 from solver.replay import attempts_path, read_attempts
 
 if TYPE_CHECKING:
-    from solver.measure.dryrun import DryRun
+    from solver.dryrun import DryRun
 
 HARD_GRACE_S = 30.0  # --hard-stop's default: --until plus these seconds
 NO_DEADLINE_DAY_S = 18000.0  # rules stop/none: the slice gets a whole 5-hour day, so no deadline bites

@@ -62,7 +62,7 @@ from solver.measure.day_processes import kill_descendants, log_engine, still_run
 from solver.measure.day_table import COLUMNS, print_table, table_row, upsert_row
 
 if TYPE_CHECKING:
-    from solver.measure.dryrun import DryRun
+    from solver.dryrun import DryRun
 
 
 def dry_run(options: DayOptions, dry: DryRun) -> int:

@@ -20,7 +20,7 @@ from solver.config import Config, ConfigError, parse_overrides
 from solver.errors import BadInput
 from solver.files import atomic_write
 from solver.measure.contenders import SHAPE_CONTENDERS, build_config, identical_work, run_contenders, shape_report
-from solver.measure.dryrun import DryRun
+from solver.dryrun import DryRun
 from solver.replay import attempts_path
 from solver.measure.workload import Caps, HarmonyEndings, Replay, key_of, plan, plan_summary
 from solver.measure.tool_seconds import (TOOL_TIME_MODES, carried_tool_times, fixed_tool_times,
@@ -62,7 +62,7 @@ def add_shape_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="config override, e.g. --set engine.args.gpu_memory_utilization=0.95")
     parser.add_argument("--dry-run", action="store_true",
-                        help="parse, plan and check, start nothing (solver/measure/dryrun.py)")
+                        help="parse, plan and check, start nothing (solver/dryrun/plan.py)")
 
 
 @dataclass(frozen=True)

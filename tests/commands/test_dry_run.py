@@ -1,4 +1,4 @@
-"""``--dry-run`` (solver/measure/dryrun.py): a command parsed, planned and checked as written, nothing started and
+"""``--dry-run`` (solver/dryrun/plan.py): a command parsed, planned and checked as written, nothing started and
 nothing written; what only the GPU machine has is named as skipped, a missing file of the checkout is bad input,
 and the layout is checked against the GPUs this process sees. Every GPU command of the READMEs is dry-run by
 tests/test_readme_gpu_commands.py; here, what a dry run must refuse."""

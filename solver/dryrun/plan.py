@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]  # the checkout: solver/measure/dryrun.py -> the repository root
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: solver/dryrun/plan.py -> the repository root
 
 
 def inside(path: Path, folder: Path) -> bool:
@@ -132,7 +132,7 @@ class DryRun:
         """The engine ``config`` would start, checked without starting it: its arguments (``engine_args``), its
         model (named where the engine is a GPU's, ``solver.config.check_model_named``; found, ``model``) and its
         GPUs (``gpus``)."""
-        from solver.config.schema import check_model_named
+        from solver.config import check_model_named
 
         self.engine_args(config, error)
         try:
