@@ -24,7 +24,8 @@ from solver.errors import BadInput
 from solver.files import atomic_write
 from solver.measure.day_model import engine_start_s, need_s, predict, time_model
 from solver.measure.day_options import DayOptions, day_config, plan_rows
-from solver.measure.day_processes import kill_descendants, kill_engine
+from solver.measure.day_processes import kill_descendants
+from solver.processes import kill_engine
 from solver.measure.day_table import ProblemRecord, hit_rate, problem_line
 from solver.measure.request_timeline import RequestTimeline, Sampler, TimedEngine, in_process_reader
 from solver.measure.workload import HarmonyEndings, recorded_calls, Replay, replay_on_engine
@@ -371,9 +372,9 @@ class DayCall:
         await asyncio.sleep(seconds)
         t = time.perf_counter()
         self.recorder.killed = True
-        pids = await asyncio.to_thread(kill_engine)
-        self.recorder.killed = bool(pids)
-        return {"pids": pids, "killed_at": t}
+        killed = await asyncio.to_thread(kill_engine)
+        self.recorder.killed = bool(killed)
+        return {"pids": killed, "killed_at": t}
 
     def fault_done(self, kill: asyncio.Future[dict[str, Any]], pid: str, record: ProblemRecord, answered: float) -> None:
         """The fault's record: what was killed and how the problem in flight was answered (``answered``: when the

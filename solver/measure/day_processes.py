@@ -1,5 +1,6 @@
-"""The day's processes: vLLM's engine core killed as a crash would kill it (``--kill-engine-at``), what is left
-running after a call, every descendant killed (``--hard-stop``), and the engine's log set up (``--log-engine``).
+"""The day's processes: what is left running after a call, every descendant killed (``--hard-stop``), and the
+engine's log set up (``--log-engine``). The engine killed as a crash would kill it (``--kill-engine-at``) is
+``solver.processes.kill_engine``, as every measurement kills it.
 """
 
 from __future__ import annotations
@@ -9,37 +10,6 @@ import os
 import sys
 from pathlib import Path
 from typing import Any
-
-
-def engine_cores() -> list[Any]:
-    """vLLM V1's engine core processes of this process: ``AsyncLLM`` starts each with ``multiprocessing``, named
-    ``EngineCore`` (``EngineCore_DP<i>`` with data parallelism), in vLLM 0.26 to 0.32."""
-    import multiprocessing
-
-    return [p for p in multiprocessing.active_children() if p.name.startswith("EngineCore")]
-
-
-def kill_engine() -> list[int]:
-    """SIGKILL every engine core process and its descendants (its executor's workers), as an out-of-memory kill
-    or a crash would end them; the core is reaped by its own ``multiprocessing`` handle (so vLLM's shutdown later
-    sees it gone). The pids killed."""
-    import psutil
-
-    killed = []
-    for core in engine_cores():
-        try:
-            tree = [psutil.Process(core.pid), *psutil.Process(core.pid).children(recursive=True)]
-        except psutil.NoSuchProcess:
-            continue
-        for proc in tree:
-            try:
-                proc.kill()
-                killed.append(proc.pid)
-            except psutil.NoSuchProcess:
-                pass
-        core.join(timeout=10.0)
-        psutil.wait_procs(tree[1:], timeout=10.0)
-    return killed
 
 
 def still_running(grace_s: float = 10.0) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
 """The layout benchmark's engines and processes (``benchmarks/layouts.py``): engine actors that replay recorded
 attempts (``ReplayActor``) or run the load test's requests (``LoadActor``), ``solver serve``'s servers against them
 (``served``, ``on_actors``), the environment of each layout's process (its GPUs, this checkout's package on the
-path: Ray's workers import the actor classes here by name), and an engine killed from outside (``kill_engine``).
+path: Ray's workers import the actor classes here by name); an engine is killed from outside by
+``solver.processes.kill_engine``.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import subprocess
 import tempfile
 import time
@@ -22,7 +22,6 @@ from solver.errors import BadInput
 from solver.measure.vllm_probes import random_ids
 from solver.measure.workload import HarmonyEndings, recorded_calls, replay_on_engine, warm_up
 
-ENGINE_CORE = "VLLM::EngineCore"  # vLLM's engine core process title (setproctitle), DP ranks add "_DPn"
 ROOT = Path(__file__).resolve().parents[2]  # the checkout whose package this is
 
 
@@ -31,39 +30,6 @@ def with_package(env: dict[str, str]) -> dict[str, str]:
     (its actor classes by name), not another installed copy."""
     env["PYTHONPATH"] = os.pathsep.join(x for x in (str(ROOT), env.get("PYTHONPATH", "")) if x)
     return env
-
-
-def engine_processes(pid: int) -> list[Any]:
-    """The engine core processes under ``pid`` (vLLM's title ``VLLM::EngineCore``), each with its descendants (its
-    workers): what dies when an engine crashes. The sandbox's processes under the same actor are not among them."""
-    import psutil
-
-    found = []
-    for child in psutil.Process(pid).children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            if child.name().startswith(ENGINE_CORE) or " ".join(child.cmdline()).startswith(ENGINE_CORE):
-                found.append(child)
-    out = []
-    for core in found:
-        with contextlib.suppress(psutil.Error):
-            out += [core, *core.children(recursive=True)]
-    return out
-
-
-def kill_engine(pid: int) -> list[str]:
-    """SIGKILL the engine of the process ``pid`` from outside, children included; what was killed."""
-    import psutil
-
-    procs = engine_processes(pid)
-    if not procs:
-        raise RuntimeError(f"no {ENGINE_CORE} process under pid {pid}")
-    killed = []
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            name = proc.name()
-            proc.send_signal(signal.SIGKILL)
-            killed.append(f"{name} (pid {proc.pid})")
-    return killed
 
 
 def gpu_placement(pids: dict[str, int]) -> dict[str, list[str]]:

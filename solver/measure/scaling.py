@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from solver.config import Config, ConfigError, Layout, parse_layout
 from solver.errors import BadInput
-from solver.measure.fleet import ReplayActor, gpu_placement, kill_engine
+from solver.measure.fleet import ReplayActor, gpu_placement
+from solver.processes import kill_engine
 from solver.measure.vllm_probes import cache_tokens, generate, random_ids, resent
 from solver.measure.workload import HarmonyEndings, recorded_calls, replay_on_engine, warm_up
 from solver.measure.tool_seconds import with_tool_times
@@ -142,7 +143,10 @@ async def fault_run(cluster: Any, config: Config, problems: list[list[Any]], run
 
     async def kill_later() -> None:
         await asyncio.sleep(delay_s)
-        killed.extend(kill_engine(victim.info.pid))
+        found = kill_engine(victim.info.pid)
+        if not found:
+            raise RuntimeError(f"no engine core under pid {victim.info.pid}")
+        killed.extend(found)
         kill_time.append(time.perf_counter())
         print(f"fault: killed {', '.join(killed)} of {victim.name} {delay_s:.1f} s into the run", file=sys.stderr)
 
