@@ -381,7 +381,7 @@ def load_time_model(name_or_path: str | Path) -> EngineTimeModel:
     >>> load_time_model("h200")
     Traceback (most recent call last):
     ...
-    solver.errors.ConfigError: unknown time model 'h200' (choose from h100-gptoss, h200-gptoss, h200-gptoss-marlin, tiny, or give a .yaml file)
+    solver.errors.ConfigError: unknown time model 'h200' (choose from h100-gptoss, h100-gptoss-marlin, h200-gptoss, h200-gptoss-marlin, tiny, or give a .yaml file)
     """
     text = str(name_or_path)
     path = Path(text) if text.endswith((".yaml", ".yml")) else DATA_DIR / f"{text}.yaml"
