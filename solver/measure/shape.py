@@ -23,7 +23,7 @@ from solver.measure.contenders import SHAPE_CONTENDERS, build_config, identical_
 from solver.measure.dryrun import DryRun
 from solver.replay import attempts_path
 from solver.measure.workload import Caps, HarmonyEndings, Replay, key_of, plan, plan_summary
-from solver.measure.tool_seconds import (TOOL_TIME_MODES, carried_tool_times, fixed_tool_times,
+from solver.measure.tool_seconds import (TOOL_TIME_MODES, ToolTimeMode, carried_tool_times, fixed_tool_times,
                                          measure_tool_times_alone, tool_time_mode,
                                          tool_time_seconds, with_tool_times)
 
@@ -76,7 +76,7 @@ class ShapeOptions:
     attempts: int  # per problem, all at once (>= 1)
     attempt_tokens: int | None  # cap: tokens decoded per attempt (None: uncapped)
     attempt_requests: int | None  # cap: requests per attempt (None: uncapped)
-    tool_time: str  # as given: "auto", "carried", "measure" or seconds per call
+    tool_time: ToolTimeMode | str  # as given: a mode, or seconds per call
     tool_s: float | None  # seconds per call where ``tool_time`` gives them, else None
     sandbox_workers: int | None  # snippets at once in the pipelines' sandbox (None: ``attempts``)
     keys: tuple[str, ...]  # the contenders, in the order they run (SHAPE_CONTENDERS')
