@@ -36,7 +36,7 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from solver.config import load_config, parse_overrides
+from solver.config import add_gpu_arguments, gpu_overrides, gpu_preset, load_config
 from solver.datasets import load_problems
 from solver.errors import BadInput
 from solver.files import atomic_write
@@ -46,6 +46,9 @@ from solver.dryrun import DryRun
 
 # A nudge so the tiny model writes code often enough to exercise the sandbox path.
 CODE_HINT = " Write a short Python program that prints the answer."
+# --gpu's preset for the synthetic pipelines (solver.config.loading.gpu_preset): h100 runs their own GPU shape;
+# h100-gptoss (every other script's --gpu) with --preset
+PIPELINES_GPU_PRESET = "h100"
 
 
 def real_workload(argv: list[str]) -> int:
@@ -67,9 +70,11 @@ def main(argv: list[str] | None = None) -> int:
     if "--workload=real" in given or any(a == "--workload" and b == "real" for a, b in zip(given, given[1:])):
         return real_workload(given)  # recorded attempts: the real shape's own contenders and options
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gpu", action="store_true",
-                        help="GPU-shaped run: preset h100 (unless --preset), 4 problems x 16 repetitions, up to 4 "
-                             "turns of at most 1024 tokens, programs a median 2 s, 8 sandbox workers")
+    add_gpu_arguments(parser, gpu_help="GPU-shaped run: preset h100 (unless --preset), 4 problems x 16 repetitions, "
+                                       "up to 4 turns of at most 1024 tokens, programs a median 2 s, 8 sandbox workers",
+                      preset_help="default tiny (--gpu: h100; h100-gptoss speaks harmony)",
+                      model_help="engine.model: a local path or hub id",
+                      set_help="config override for every contender, e.g. --set engine.args.stream_interval=8")
     parser.add_argument("--workload", choices=("trace", "model", "real"), default="trace",
                         help="real: recorded gpt-oss-120b attempts (solver/measure/shape.py; --workload real --help)")
     parser.add_argument("--problems", type=int, default=None, help="default 2 (--gpu: 4)")
@@ -86,15 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sandbox-workers", type=int, default=None,
                         help="trace: snippets at once (default 3 = the pool a 4-core Kaggle GPU machine gets; "
                              "--gpu: 8)")
-    parser.add_argument("--preset", default=None, help="default tiny (--gpu: h100; h100-gptoss speaks harmony)")
-    parser.add_argument("--model", default=None, help="engine.model: a local path or hub id")
     parser.add_argument("--quick", action="store_true", help="1 problem x 8 repetitions, 48 tokens per turn")
     parser.add_argument("--contenders", default=",".join(sorted(PIPELINE_CONTENDERS)),
                         help="pipeline contenders to run, comma-separated among b, bs, b1, c (default all); the raw "
                              "engine runs as (a) for b/bs/c and as (a1), one problem at a time, for b1")
     parser.add_argument("--json", type=Path, default=None, help="also write the numbers to this JSON file")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="config override for every contender, e.g. --set engine.args.stream_interval=8")
     parser.add_argument("--dry-run", action="store_true",
                         help="parse, plan and check (solver/dryrun/plan.py); start nothing")
     args = parser.parse_args(argv)
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     max_tokens = args.max_tokens or (1024 if args.gpu else 96)
     code_median = args.code_median if args.code_median is not None else (2.0 if args.gpu else 0.5)
     sandbox_workers = args.sandbox_workers or (8 if args.gpu else 3)
-    preset = args.preset or ("h100" if args.gpu else "tiny")
+    preset = gpu_preset(args.preset, args.gpu, PIPELINES_GPU_PRESET)
     if args.quick:
         problems_n, args.reps, max_tokens = 1, 8, 48
     turns = args.turns or (4 if args.workload == "trace" else 2)
@@ -119,10 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     overrides = {"solve.reps": args.reps, "solve.workers": args.workers or args.reps,
                  "sampling.max_tokens": max_tokens, "sampling.max_total_tokens": total,
                  "sampling.max_turns": turns}
-    if args.model:
-        overrides["engine.model"] = args.model
     try:
-        given = parse_overrides(args.overrides)
         if args.workload == "trace":
             # Each program runs alone (accumulated programs would repeat earlier waits), shown as its repr: the
             # ipython display (h100-gptoss) needs stateful sessions, and the trace's programs print nothing else.
@@ -130,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                               "stop.first_answer": False})
             if args.code_kind == "sleep":  # waiting programs use no core: size the pool as beside a GPU
                 overrides["sandbox.workers"] = sandbox_workers
-        config = load_config(preset, overrides={**given, **overrides})
+        config = load_config(preset, overrides=gpu_overrides(args.model, args.overrides, overrides))
     except ValueError as exc:
         parser.error(str(exc))
     if args.workload == "trace" and config.prompt.dialect not in ("fences", "harmony"):

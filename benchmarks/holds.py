@@ -1,7 +1,7 @@
 """The engine's holds in a day slice, lined up with what the engine did then.
 
-A hold is a request sent after a tool call whose first token came more than ``solver.timing.fit.HOLD_S`` seconds
-later (``solver.timing.fit.holds``). Given a ``day.py`` JSON and the engine log the same run wrote with
+A hold is a request sent after a tool call whose first token came more than ``solver.timing.measured.HOLD_S`` seconds
+later (``solver.timing.measured.holds``). Given a ``day.py`` JSON and the engine log the same run wrote with
 ``--log-engine`` (plus the engine arguments ``enable_logging_iteration_details`` and ``jit_monitor_verbose``),
 this prints, per hold, the steps the engine logged in it, its longest step, the Triton kernels that compiled in
 it and so its cause (``solver.engines.engine_log.explain_holds``); then the holds' share of the slice's time,
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from solver.engines.engine_log import EngineLog, explain_holds, parse_engine_log
-from solver.timing.fit import holds
+from solver.timing.measured import holds
 
 
 def read_text(path: Path) -> str:

@@ -47,7 +47,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from solver.config import Config, ConfigError, Layout, load_config, parse_layout, parse_overrides
+from solver.config import Config, ConfigError, Layout, add_gpu_arguments, gpu_config, gpu_time_model, parse_layout
 from solver.errors import BadInput
 from solver.files import atomic_write
 from solver.measure import (SHAPE_DESCRIPTION, SHAPE_PROG, ShapeWorkload, add_shape_arguments, layout_config,
@@ -172,7 +172,7 @@ def scaling(argv: list[str]) -> int:
         taken = [name for name in layouts if opts.out is not None and (opts.out / name.replace(":", "")).exists()]
         if taken:
             raise BadInput(f"--out {opts.out} already holds a run of {taken[0]}: choose another --out")
-        time_model = opts.time_model or ("h100-gptoss" if work.options.gpu else "tiny")
+        time_model = opts.time_model or gpu_time_model(work.options.gpu)
         try:
             from solver.timing.model import load_time_model
 
@@ -312,10 +312,7 @@ def table(argv: list[str]) -> int:
 
 def engine_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog)
-    parser.add_argument("--gpu", action="store_true", help="preset h100-gptoss (unless --preset); default tiny")
-    parser.add_argument("--preset", default=None)
-    parser.add_argument("--model", default=None, help="engine.model: a local path")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    add_gpu_arguments(parser)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--timeout", type=float, default=560.0, help="seconds per engine's process")
     parser.add_argument("--dry-run", action="store_true", help="parse, plan and check; start nothing")
@@ -323,11 +320,7 @@ def engine_parser(prog: str) -> argparse.ArgumentParser:
 
 
 def engine_config(args: argparse.Namespace, extra: dict[str, Any] | None = None) -> Config:
-    overrides = parse_overrides(args.overrides)
-    if args.model:
-        overrides["engine.model"] = args.model
-    return load_config(args.preset or ("h100-gptoss" if args.gpu else "tiny"),
-                       overrides={**overrides, **(extra or {})})
+    return gpu_config(args, extra)
 
 
 def seed(argv: list[str]) -> int:

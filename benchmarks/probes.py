@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from solver.config import Config, ConfigError, load_config
+from solver.config import Config, ConfigError, add_gpu_arguments, gpu_config
 from solver.measure import cache_tokens, decode, generate, random_ids, resent, turns
 from solver.errors import BadInput
 from solver.files import atomic_write
@@ -104,12 +104,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--first-tokens", type=int, default=1024, help="turns: the first prompt's length")
     parser.add_argument("--quick", action="store_true",
                         help="CPU smoke sizes: 4 sequences, contexts 256 and 512, 16 decoded; 3 turns of 32 (+8)")
-    parser.add_argument("--gpu", action="store_true", help="preset h100-gptoss (unless --preset); default tiny")
-    parser.add_argument("--preset", default=None)
-    parser.add_argument("--model", default=None, help="engine.model: a local path")
+    add_gpu_arguments(parser, set_help="engine override, e.g. --set engine.args.gpu_memory_utilization=0.95")
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="engine override, e.g. --set engine.args.gpu_memory_utilization=0.95")
     parser.add_argument("--dry-run", action="store_true",
                         help="parse, plan and check (solver/dryrun/plan.py); start nothing")
     args = parser.parse_args(argv)
@@ -135,13 +131,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         raise BadInput("--appended must be >= 0")
     if args.json is not None and not args.json.parent.is_dir():
         raise BadInput(f"--json: no folder {args.json.parent}")
-    from solver.config import parse_overrides
-
     try:
-        overrides = parse_overrides(args.overrides)
-        if args.model:
-            overrides["engine.model"] = args.model
-        args.config = load_config(args.preset or ("h100-gptoss" if args.gpu else "tiny"), overrides=overrides)
+        args.config = gpu_config(args)
     except (ConfigError, ValueError) as exc:
         raise BadInput(str(exc).splitlines()[0]) from exc
     limit = args.config.engine.args.get("max_model_len")

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from solver.config import ConfigError, load_config
+from solver.config import ConfigError, add_gpu_arguments, gpu_config
 from solver.errors import BadInput
 from solver.files import atomic_write
 from solver.measure import cache_tokens, decode, generate, random_ids
@@ -210,11 +210,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         "engine.args.profiler_config with a torch_profiler_dir)")
     parser.add_argument("--profile-steps", type=int, default=8, help="decode steps in each profile")
     parser.add_argument("--quick", action="store_true", help="CPU sizes: batches 1,2 contexts 128,512, 16 tokens")
-    parser.add_argument("--gpu", action="store_true", help="preset h100-gptoss (unless --preset); default tiny")
-    parser.add_argument("--preset", default=None, help="a preset name (default tiny, or h100-gptoss with --gpu)")
-    parser.add_argument("--model", default=None, help="engine.model: a local model folder")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="config override, e.g. --set engine.args.attention_backend=TRITON_ATTN")
+    add_gpu_arguments(parser, preset_help="a preset name (default tiny, or h100-gptoss with --gpu)",
+                      model_help="engine.model: a local model folder",
+                      set_help="config override, e.g. --set engine.args.attention_backend=TRITON_ATTN")
     parser.add_argument("--json", type=Path, default=None, help="write every figure here (after each context)")
     parser.add_argument("--plot", type=Path, default=None, help="a PNG of the steps beside their bounds")
     parser.add_argument("--dry-run", action="store_true", help="parse, plan and check; start nothing")
@@ -235,13 +233,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     for path in (args.json, args.plot):
         if path is not None and not path.parent.is_dir():
             raise BadInput(f"no folder {path.parent} for {path}")
-    from solver.config import parse_overrides
-
     try:
-        overrides = parse_overrides(args.overrides)
-        if args.model:
-            overrides["engine.model"] = args.model
-        args.config = load_config(args.preset or ("h100-gptoss" if args.gpu else "tiny"), overrides=overrides)
+        args.config = gpu_config(args)
     except (ConfigError, ValueError) as exc:
         raise BadInput(str(exc).splitlines()[0]) from exc
     if args.profile and not (args.config.engine.args.get("profiler_config") or {}).get("torch_profiler_dir"):

@@ -37,7 +37,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the solver package, run from a checkout
 
 from solver.dryrun import DryRun  # noqa: E402 - after the path set-up above
-from solver.config import Config, ConfigError, load_config, parse_overrides  # noqa: E402
+from solver.config import Config, ConfigError, add_gpu_arguments, gpu_config  # noqa: E402
 from solver.errors import BadInput  # noqa: E402
 from solver.files import atomic_write  # noqa: E402
 from solver.processes import run_group  # noqa: E402
@@ -95,14 +95,11 @@ def settings_of(lengths: list[float], tokens: int) -> list[SpeculationSetting]:
 def setting_config(args: argparse.Namespace, setting: SpeculationSetting) -> Config:
     """The engine config of ``setting``: the preset and ``--set`` overrides, ``sampling.extra.min_p`` 0 (the probe's
     requests carry none; vLLM refuses it with speculation) and, for a draft, its ``speculative_config``."""
-    overrides = parse_overrides(args.overrides)
-    if args.model:
-        overrides["engine.model"] = args.model
-    overrides["sampling.extra.min_p"] = 0
+    extra: dict[str, object] = {"sampling.extra.min_p": 0}
     spec = setting.speculative_config(args.draft)
     if spec is not None:
-        overrides["engine.args.speculative_config"] = spec
-    return load_config(args.preset or ("h100-gptoss" if args.gpu else "tiny"), overrides=overrides)
+        extra["engine.args.speculative_config"] = spec
+    return gpu_config(args, extra)
 
 
 def floats(text: str, flag: str) -> list[float]:
@@ -128,10 +125,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--contexts", default="8192,32768", help="prompt lengths in tokens, comma-separated")
     parser.add_argument("--decode", type=int, default=256, help="tokens each sequence decodes")
     parser.add_argument("--quick", action="store_true", help="CPU smoke sizes: contexts 256, seqs 1,2, 32 decoded")
-    parser.add_argument("--gpu", action="store_true", help="preset h100-gptoss (unless --preset); default tiny")
-    parser.add_argument("--preset", default=None)
-    parser.add_argument("--model", default=None, help="engine.model: a local path")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    add_gpu_arguments(parser)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--timeout", type=float, default=150.0, help="seconds per setting's process")
     parser.add_argument("--dry-run", action="store_true", help="parse, plan and check; start nothing")

@@ -248,3 +248,16 @@ def test_a_slice_resumes_across_calls_with_the_rules_acting_and_survives_a_kille
     assert "preset" in again.stdout and row["decoded_tokens"] == sum(p["decoded_tokens"] for p in state["problems"])
     other = run(*[a if a != "8" else "4" for a in common], timeout=300)
     assert other.returncode == 2 and "--resume:" in other.stderr and "attempts = 8" in other.stderr
+
+
+def test_day_rules_are_one_closed_set_and_the_tool_time_words_another():
+    from typing import get_args
+
+    from solver.commands.day import RULES
+    from solver.measure.day_options import DAY_RULES, DayRules
+    from solver.measure.tool_seconds import TOOL_TIME_MODES, ToolTimeMode, tool_time_seconds
+
+    assert RULES == DAY_RULES == get_args(DayRules)  # --rules offers exactly what the day acts on
+    assert TOOL_TIME_MODES == get_args(ToolTimeMode) == ("auto", "carried", "measure")
+    with pytest.raises(Exception, match="'auto', 'carried', 'measure' or seconds"):
+        tool_time_seconds("soon")  # any other word is not seconds either

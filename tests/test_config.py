@@ -57,3 +57,23 @@ def test_cli_null_for_a_non_nullable_key_exits_2_with_one_line_and_no_run_dir(tm
                            "--out", str(run)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and not run.exists()
     assert done.stderr.strip() == "solver: error: solve.reps cannot be null (only keys documented as 'or null' can)"
+
+
+def test_the_gpu_flags_are_parsed_in_one_place_and_resolve_one_way():
+    """--gpu, --preset, --model and --set come from solver.config.loading's one block; no script or command adds
+    --gpu itself but moe_numerics.py, whose --gpu calls CUDA kernels and picks no preset (loading's GPU flags)."""
+    import re
+    from pathlib import Path
+
+    from solver.config import add_gpu_arguments, gpu_config
+
+    root = Path(__file__).resolve().parents[1]
+    copies = sorted(str(p.relative_to(root)) for d in ("benchmarks", "solver") for p in (root / d).rglob("*.py")
+                    if re.search(r"add_argument\(\s*\"--gpu\"", p.read_text()))
+    assert copies == ["benchmarks/moe_numerics.py", "solver/config/loading.py"]
+    parser = argparse.ArgumentParser()
+    add_gpu_arguments(parser)
+    cpu = gpu_config(parser.parse_args([]))
+    assert cpu == load_config("tiny")  # a CPU run: the tiny preset and its embedded model, as they are
+    chosen = gpu_config(parser.parse_args(["--preset", "h100-gptoss", "--model", "/m", "--set", "engine.model=/x"]))
+    assert chosen.engine.model == "/m"  # --model is engine.model, over --set

@@ -20,7 +20,9 @@ if TYPE_CHECKING:
 
 # Light imports only at module level: the CLI imports every command to build its parser.
 
-RULES = ("kaggle", "stop", "none")  # what acts in the slice (solver.measure.kaggle_day's docstring)
+# --rules's choices: solver.measure.day_options.DayRules's closed set, written out here to keep the CLI's imports
+# light (tests/test_benchmarks_day.py holds the two equal)
+RULES = ("kaggle", "stop", "none")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -35,6 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The day's flags (``benchmarks/day.py``'s, unchanged)."""
     from solver.commands.common import preset_list
+    from solver.config import GPU_PRESET, add_gpu_arguments
 
     parser.add_argument("--attempts-file", type=Path, default=None,
                         help="recorded attempts (default $SOLVER_ATTEMPTS, else the recorded gpt-oss-120b "
@@ -75,14 +78,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-model", default=None, help="for the estimates (default: the config's, else tiny)")
     parser.add_argument("--run-dir", type=Path, default=None, help="the predictor's run directory for this call "
                         "(default: beside --json, one per call)")
-    parser.add_argument("--gpu", action="store_true", help="the preset's own engine (default: the tiny harmony "
-                        "model on the tiny preset's CPU engine, the preset's prompt, sampling, sandbox and rules)")
-    parser.add_argument("--preset", default="h100-gptoss",
-                        help=f"config preset: {preset_list()} (default h100-gptoss; its engine replaced by the tiny "
-                             "CPU one without --gpu)")
-    parser.add_argument("--model", default=None, help="engine.model: a local path")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="config override, e.g. --set engine.args.gpu_memory_utilization=0.95")
+    add_gpu_arguments(parser, gpu_help="the preset's own engine (default: the tiny harmony model on the tiny preset's "
+                                       "CPU engine, the preset's prompt, sampling, sandbox and rules)",
+                      preset_default=GPU_PRESET,
+                      preset_help=f"config preset: {preset_list()} (default {GPU_PRESET}; its engine replaced by "
+                                  "the tiny CPU one without --gpu)")
 
 
 def options(args: argparse.Namespace, dry: DryRun | None) -> DayOptions:

@@ -58,21 +58,16 @@ def measured_progress() -> Callable[[int], None]:
 def run(args: argparse.Namespace) -> int:
     import yaml
 
-    from solver.config import ConfigError, load_config
+    from solver.config import ConfigError, gpu_preset, load_config, parse_overrides
     from solver.recordings import SampleFields, SampleImportError, holds_traces, import_samples
     from solver.replay import TraceError
     from solver.runlog import LogError
 
     try:
-        overrides = {}
-        for item in args.overrides:
-            key, sep, value = item.partition("=")
-            if not sep or not key:
-                raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
-            overrides[key] = yaml.safe_load(value)
+        overrides = parse_overrides(args.overrides)
         if args.tokens_per_s is not None and not args.tokens_per_s > 0:
             raise ConfigError(f"--tokens-per-s must be > 0, got {args.tokens_per_s}")
-        preset = args.preset or ("h100-gptoss" if holds_traces(args.file) else "tiny")
+        preset = gpu_preset(args.preset, holds_traces(args.file))  # token traces: gpt-oss's, read by its preset
         config = load_config(preset, overrides={"engine.name": "replay", **overrides})
         fields = SampleFields.with_overrides(problem_id=args.id_field, problem=args.problem_field,
                                              text=args.text_field, answer=args.answer_field,

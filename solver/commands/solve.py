@@ -1,7 +1,7 @@
 """``solver solve DATA --out RUN_DIR``: solve a problem set and write a run directory.
 
-The command parses and prints: the choices on the command line and the problems go to ``solver.loop.run.make_run``
-(the config's run-level edits, the checks, the folder, the budget), the run to this machine's runner or the
+The command parses and prints: the choices on the command line, layered over the preset here and nowhere else, and
+the problems go to ``solver.loop.run.make_run`` (the config's run-level edits, the checks, the folder, the budget), the run to this machine's runner or the
 cluster's, and the report it wrote to stdout."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def run(args: argparse.Namespace) -> int:
     from solver.loop.run import make_run
 
-    choices, records, dry = None, None, None
+    records, dry, share_budget = None, None, False
     if args.dry_run:
         from solver.dryrun import DryRun
 
@@ -50,8 +50,8 @@ def run(args: argparse.Namespace) -> int:
         records = read_log(args.resume, allow_empty=True)  # killed before its first record; read once
         if records.config is None:
             return fail(f"{args.resume} has no config.yaml to resume with")
-        run_dir = args.resume
-        problems = _problems(args, records.config) if args.data else list(records.problems)
+        run_dir, config = args.resume, records.config
+        problems = _problems(args, config) if args.data else list(records.problems)
         if not problems and records.torn:
             return fail(f"no problems to solve: the only line of {records.path} is torn (the run was killed while "
                         "writing its first record); give DATA to resume it with")
@@ -62,17 +62,19 @@ def run(args: argparse.Namespace) -> int:
         run_dir = args.out
         if (run_dir / LOG_NAME).exists():
             return fail(f"{run_dir} already holds a run; use --resume {run_dir} or another --out")
-        problems = _problems(args, choices.config())  # a bad config is the first error reported
+        config = choices.config()  # the one layering of the user's choices; a bad config is the first error reported
+        share_budget = not choices.sets("budget.problems")  # the budget's count is this data set's, unless chosen
+        problems = _problems(args, config)
         if problems is None:
             return fail("DATA is required (a CSV or JSONL problem file)")
     if not problems:
         return fail("no problems to solve")
     if dry is not None:
-        return _dry_run(dry, choices.config() if records is None else records.config, len(problems), run_dir,
-                        records is not None)
+        return _dry_run(dry, config, len(problems), run_dir, records is not None)
     cluster = cluster_spec(args)
-    made = make_run(choices, problems, run_dir, resume=records is not None, records=records,
-                    cluster=cluster is not None)  # checks every name and path, then creates or resumes RUN_DIR
+    # make_run checks every name and path, then creates RUN_DIR, or resumes it with the config it saved
+    made = make_run(None if records is not None else config, problems, run_dir, resume=records is not None,
+                    records=records, share_budget=share_budget, cluster=cluster is not None)
     session = made.session
     assert session is not None  # made with a run_dir
     if cluster is not None:

@@ -1,6 +1,7 @@
 """Where a configuration comes from: a preset (data in ``solver/presets/*.yaml``), then a user's YAML file, then
 dotted overrides (``--set KEY=VALUE`` and the flags), validated as one ``Config``; and where it goes (the resolved
-config is saved beside every run, ``config.yaml``, so a run can be reproduced or replayed).
+config is saved beside every run, ``config.yaml``, so a run can be reproduced or replayed). A measuring run's preset
+and model come from its GPU flags, resolved at the end of this file (``gpu_preset``, ``add_gpu_arguments``).
 """
 
 from __future__ import annotations
@@ -8,12 +9,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from solver.config.schema import Config, _merge, _undot, from_dict
 from solver.errors import ConfigError, first_line
+
+if TYPE_CHECKING:
+    import argparse  # the GPU flags' parser and namespace: annotations only, so importing the config costs no argparse
 
 PRESET_DIR = Path(__file__).resolve().parents[1] / "presets"
 
@@ -145,3 +149,86 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         except yaml.YAMLError as exc:
             raise ConfigError(f"--set {key}: cannot parse {value!r}") from exc
     return overrides
+
+
+# -- the GPU flags ---------------------------------------------------------------------------------------------------
+# Which preset a measuring run uses, and the flags that choose it: the one resolver for ``--gpu`` and the one parser
+# block for ``--gpu``, ``--preset``, ``--model`` and ``--set`` that the benchmark scripts and the measuring commands
+# share.
+#
+# A CPU run (no ``--gpu``, no ``--preset``) uses the ``tiny`` preset, whose model is the embedded tiny one; ``--gpu``
+# without ``--preset`` uses ``h100-gptoss`` (``benchmarks/engine.py``'s synthetic pipelines: ``h100``, a preset that
+# speaks no harmony), whose model ``--model`` names. ``--preset`` wins over both; ``--model`` is ``engine.model`` and
+# ``--set`` any other key. The time models are named after the presets they time, so a run's default time model is
+# its default preset's (``gpu_time_model``).
+#
+# ``solver day`` and ``engine.py --workload real`` read ``--gpu`` another way, stated where they do it
+# (``solver.measure.workload.preset_engine``): ``--preset`` defaults to ``h100-gptoss`` and a CPU run keeps its
+# prompt, sampling and sandbox but runs the tiny preset's engine and the tiny harmony model. ``moe_numerics.py``'s
+# ``--gpu`` picks no preset at all: it calls vLLM's CUDA kernels instead of their CPU reference.
+
+GPU_PRESET = "h100-gptoss"  # --gpu's preset where --preset is left out (and the time model that times it)
+CPU_PRESET = "tiny"  # a CPU run's: the tiny model on vLLM's CPU build
+
+GPU_HELP = f"preset {GPU_PRESET} (unless --preset); default {CPU_PRESET}"
+SET_HELP = "config override, e.g. --set engine.args.gpu_memory_utilization=0.95"
+
+
+def gpu_preset(preset: str | None, gpu: bool, gpu_default: str = GPU_PRESET) -> str:
+    """The preset a run uses: ``preset`` when given, else ``gpu_default`` on a GPU, else the tiny one.
+
+    >>> gpu_preset(None, False), gpu_preset(None, True), gpu_preset("h200-gptoss", False)
+    ('tiny', 'h100-gptoss', 'h200-gptoss')
+    >>> gpu_preset(None, True, "h100")  # a script whose GPU run is another preset's
+    'h100'
+    """
+    return preset or (gpu_default if gpu else CPU_PRESET)
+
+
+def gpu_time_model(gpu: bool) -> str:
+    """The time model a run is timed on where neither ``--time-model`` nor the config names one: the default
+    preset's, by name.
+
+    >>> gpu_time_model(False), gpu_time_model(True)
+    ('tiny', 'h100-gptoss')
+    """
+    return gpu_preset(None, gpu)
+
+
+def gpu_overrides(model: str | None, overrides: Sequence[str],
+                  extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The dotted overrides of ``--set`` items, ``--model`` as ``engine.model`` over them, then ``extra`` (a
+    script's own keys) over both; a one-line ``ConfigError`` for a bad item.
+
+    >>> gpu_overrides("/m", ["engine.model=/x", "solve.reps=4"], {"solve.reps": 2})
+    {'engine.model': '/m', 'solve.reps': 2}
+    """
+    given = parse_overrides(list(overrides))
+    if model:
+        given["engine.model"] = model
+    return {**given, **(extra or {})}
+
+
+def gpu_config(args: argparse.Namespace, extra: Mapping[str, Any] | None = None,
+               gpu_default: str = GPU_PRESET) -> Config:
+    """The config the flags of :func:`add_gpu_arguments` choose (``args.gpu``, ``args.preset``, ``args.model``,
+    ``args.overrides``): :func:`gpu_preset`'s preset with :func:`gpu_overrides`. A ``ConfigError`` (one line) for
+    a bad preset, item or value.
+
+    >>> from argparse import Namespace
+    >>> gpu_config(Namespace(gpu=False, preset=None, model=None, overrides=["solve.reps=3"])).solve.reps
+    3
+    """
+    return load_config(gpu_preset(args.preset, args.gpu, gpu_default),
+                       overrides=gpu_overrides(args.model, args.overrides, extra))
+
+
+def add_gpu_arguments(parser: argparse.ArgumentParser, *, gpu_help: str = GPU_HELP, preset_default: str | None = None,
+                      preset_help: str | None = None, model_help: str = "engine.model: a local path",
+                      set_help: str = SET_HELP) -> None:
+    """``--gpu``, ``--preset``, ``--model`` and ``--set`` (into ``overrides``), as every measuring script and command
+    takes them; the help texts a script words its own way are its to give."""
+    parser.add_argument("--gpu", action="store_true", help=gpu_help)
+    parser.add_argument("--preset", default=preset_default, help=preset_help)
+    parser.add_argument("--model", default=None, help=model_help)
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=set_help)

@@ -6,7 +6,7 @@ requests and tokens and its milliseconds; vLLM 0.26 ``v1/metrics/loggers.py``, l
 ``jit_monitor_verbose`` (one line per Triton kernel compiled after vLLM's own warm-up, with its constants and
 signature; ``vllm/utils/jit_monitor.py``, logged in the engine core's process) leaves every step and every
 compile on one wall clock. :func:`explain_holds` then says, per hold (a request whose first token came more than
-``solver.timing.fit.HOLD_S`` after it was sent), which steps ran in it, how long the longest took, which
+``solver.timing.measured.HOLD_S`` after it was sent), which steps ran in it, how long the longest took, which
 compiles fell in it, and so what held it.
 """
 

@@ -115,7 +115,7 @@ class KagglePredictor:
         self.run_dir = options.run_dir
         self.grace_s = options.limits.grace_s  # the solver's own wind-down after its deadline, seconds
         self.supervisor = EngineSupervisor(
-            self.config, options.open_session or default_session_factory(self.clock, self.parts), self.clock,
+            self.parts, options.open_session or default_session_factory(self.clock), self.clock,
             self._on_repetition, options.limits, loop_factory=options.loop_factory)
         self._lock = threading.Lock()  # one call at a time, whatever thread the gateway uses
         self._current: list[Repetition] = []
@@ -234,7 +234,7 @@ class KagglePredictor:
         from solver.runlog import LogError
 
         try:
-            self._folder = RunSession.open(self.run_dir, self.config)
+            self._folder = RunSession.open(self.run_dir, self.config, voter=self.rules.voter)
         except LogError as exc:
             log.error("no run log: %s", exc)
             self.run_dir = None

@@ -11,7 +11,6 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from solver.config import Config
 from solver.loop.parts import RunParts
 from solver.kaggle.thread import LoopResult, LoopThread
 from solver.types import Clock, GenerationRequest, ProblemResult, Repetition
@@ -19,19 +18,19 @@ from solver.types import Clock, GenerationRequest, ProblemResult, Repetition
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-SessionFactory = Callable[[Config, Callable[[Repetition], None]], contextlib.AbstractAsyncContextManager[Any]]
-"""Builds an async context manager whose value has ``engine``, ``sandbox`` and ``solver`` (a ProblemSolver that
-reports each finished repetition to the callback) — :class:`solver.loop.problem.SolverSession` by default."""
+SessionFactory = Callable[[RunParts, Callable[[Repetition], None]], contextlib.AbstractAsyncContextManager[Any]]
+"""Builds, from what the run's ``prepare_run`` made (its config, rules and prompt template), an async context
+manager whose value has ``engine``, ``sandbox`` and ``solver`` (a ProblemSolver that reports each finished
+repetition to the callback) — :class:`solver.loop.problem.SolverSession` by default."""
 
 
-def default_session_factory(clock: Clock, parts: RunParts | None = None) -> SessionFactory:
-    """Sessions on ``clock`` whose solver is made of ``parts`` (what ``prepare_run`` made of the config the
-    session is opened with; None: the solver makes them)."""
+def default_session_factory(clock: Clock) -> SessionFactory:
+    """Sessions on ``clock`` whose solver is made of the parts the session is opened with."""
 
-    def open_session(config: Config, on_repetition: Callable[[Repetition], None]) -> Any:
+    def open_session(parts: RunParts, on_repetition: Callable[[Repetition], None]) -> Any:
         from solver.loop.problem import SolverSession
 
-        return SolverSession(config, clock=clock, on_repetition=on_repetition, parts=parts)
+        return SolverSession(parts, clock=clock, on_repetition=on_repetition)
 
     return open_session
 
@@ -57,10 +56,10 @@ class EngineSupervisor:
     """Owns the loop thread and the session (engine + sandbox + solver) on it. Not thread-safe: the predictor
     calls it under its own lock."""
 
-    def __init__(self, config: Config, open_session: SessionFactory, clock: Clock,
+    def __init__(self, parts: RunParts, open_session: SessionFactory, clock: Clock,
                  on_repetition: Callable[[Repetition], None], limits: EngineLimits | None = None,
                  loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None) -> None:
-        self.config = config
+        self.parts = parts  # what every session is opened with
         self.open_session = open_session
         self.clock = clock
         self.on_repetition = on_repetition
@@ -122,7 +121,7 @@ class EngineSupervisor:
     async def _open(self) -> None:
         stack = contextlib.AsyncExitStack()
         try:
-            session = await stack.enter_async_context(self.open_session(self.config, self.on_repetition))
+            session = await stack.enter_async_context(self.open_session(self.parts, self.on_repetition))
         except BaseException:
             await stack.aclose()
             raise

@@ -53,14 +53,13 @@ class ProblemSolver:
     repetition, in finish order, in a worker thread (see :func:`record_off_loop`); ``on_event`` runs on the
     event loop."""
 
-    def __init__(self, config: Config, engine: Engine, sandbox: Sandbox, *, clock: Clock | None = None,
+    def __init__(self, made_of: Config | RunParts, engine: Engine, sandbox: Sandbox, *, clock: Clock | None = None,
                  on_repetition: Callable[[Repetition], None] | None = None,
-                 on_event: Callable[[SolveEvent], None] | None = None, parts: RunParts | None = None) -> None:
-        """``parts``: what the run's ``prepare_run`` made of ``config`` (its rules and prompt template), else
-        made here."""
-        if parts is not None and parts.config != config:
-            raise ValueError("the run's parts were prepared from another config")
-        parts = parts or RunParts.of(config)
+                 on_event: Callable[[SolveEvent], None] | None = None) -> None:
+        """``made_of``: what the run's ``prepare_run`` made (its config, rules and prompt template), or a config,
+        whose rules and template are then made here."""
+        parts = made_of if isinstance(made_of, RunParts) else RunParts.of(made_of)
+        config = parts.config
         self.config = config
         self.engine = engine
         self.sandbox = sandbox
@@ -281,19 +280,20 @@ class SolverSession:
     pool and the configured engine, the pool's warm process first, before the engine exists, so it is never a fork
     of a process holding engine (or CUDA) state."""
 
-    def __init__(self, config: Config, *, clock: Clock | None = None,
+    def __init__(self, made_of: Config | RunParts, *, clock: Clock | None = None,
                  on_repetition: Callable[[Repetition], None] | None = None,
                  on_event: Callable[[SolveEvent], None] | None = None, engine: Engine | None = None,
-                 sandbox: Sandbox | None = None, parts: RunParts | None = None) -> None:
+                 sandbox: Sandbox | None = None) -> None:
+        """``made_of``: what the run's ``prepare_run`` made, or a config (the solver then makes its parts)."""
         if (engine is None) != (sandbox is None):
             raise ValueError("give both an engine and a sandbox, or neither (the session then opens its own)")
-        self.config = config
+        self.made_of = made_of
+        self.config = made_of.config if isinstance(made_of, RunParts) else made_of
         self.clock = clock
         self.on_repetition = on_repetition
         self.on_event = on_event
         self.engine: Engine | None = engine
         self.sandbox: Sandbox | None = sandbox
-        self.parts = parts  # what the run's prepare_run made of the config (None: the solver makes it)
         self.solver: ProblemSolver
         self._stack: contextlib.AsyncExitStack | None = None
 
@@ -302,8 +302,8 @@ class SolverSession:
         try:
             if self.engine is None or self.sandbox is None:
                 self.engine, self.sandbox = await stack.enter_async_context(open_parts(self.config))
-            self.solver = ProblemSolver(self.config, self.engine, self.sandbox, clock=self.clock,
-                                        on_repetition=self.on_repetition, on_event=self.on_event, parts=self.parts)
+            self.solver = ProblemSolver(self.made_of, self.engine, self.sandbox, clock=self.clock,
+                                        on_repetition=self.on_repetition, on_event=self.on_event)
         except BaseException:
             await stack.aclose()
             raise

@@ -1,10 +1,10 @@
 """A whole run over a problem set: the one :class:`Run`, the one function that makes it, and the one driver.
 
-:func:`make_run` puts a run together from the user's choices (or a config already whole) and the problems: the
-config's run-level edits (the budget shared among this data set's problems; no budget on a cluster), every name
-and path the config gives checked (``prepare_run``) before anything is written, the run folder opened (created,
-or resumed with what its log holds) and the time budget made from what earlier sessions spent. Nothing after it
-edits the config.
+:func:`make_run` puts a run together from its config (the user's choices layered over the preset once, by the
+command) and the problems: the config's run-level edits (the budget shared among this data set's problems; no
+budget on a cluster), every name and path the config gives checked (``prepare_run``) before anything is written,
+the run folder opened (created, or resumed with what its log holds) and the time budget made from what earlier
+sessions spent. Nothing after it edits the config.
 
 :func:`drive` owns a run's course through its folder: the problems are recorded, the ones not yet decided are
 handed to a :data:`Runner`, each result is recorded as it comes, and ``answers.csv`` and ``report.md`` are written
@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from solver.config import Choices, Config
+from solver.config import Config
 from solver.core.budget import BudgetManager, budget_for, problem_slot, without_budget
 from solver.core.clock import SystemClock
 from solver.loop.parts import RunParts, prepare_run
@@ -47,16 +47,18 @@ class Run:
         return None if self.session is None else self.session.run_dir
 
 
-def make_run(choices: Choices | Config | None, problems: Sequence[Problem], run_dir: Path | None, *,
-             resume: bool = False, records: RunRecords | None = None, cluster: bool = False, check: bool = True,
-             clock: Clock | None = None, start: float | None = None,
+def make_run(config: Config | None, problems: Sequence[Problem], run_dir: Path | None, *,
+             resume: bool = False, records: RunRecords | None = None, share_budget: bool = False,
+             cluster: bool = False, check: bool = True, clock: Clock | None = None, start: float | None = None,
              note: Callable[[str], None] | None = None) -> Run:
     """The one way a run is put together (module docstring).
 
-    ``choices``: the user's (``solver.config.Choices``; the budget's ``problems`` then defaults to this data set's
-    size), or a config already whole (used as it is), or None with ``resume``. ``resume`` continues ``run_dir``
-    with the config it saved (``records``: that run as the caller has just read it, if it has). ``cluster``: the
-    run has no time budget (``note`` says so when the config set one; default: a line on stderr). ``check``:
+    ``config``: the run's, whole (the user's choices layered over the preset once, by the caller:
+    ``Choices.config``), or None with ``resume``, which continues ``run_dir`` with the config it saved
+    (``records``: that run as the caller has just read it, if it has). ``share_budget``: the time budget shares its
+    hours among these problems (``budget.problems`` set to their count: ``solver solve`` when the user chose no
+    count). ``cluster``: the run has no time budget (``note`` says so when the config set one; default: a line on
+    stderr). ``check``:
     resolve and check every name and path first (``prepare_run``); without it only the rules and the template
     are made (a run over an engine the caller already holds). ``start``: when the budget's day began on
     ``clock`` (default: now, so the engine's start counts against it). Bad input is a one-line error before the
@@ -69,21 +71,18 @@ def make_run(choices: Choices | Config | None, problems: Sequence[Problem], run_
         if records.config is None:
             raise LogError(f"{run_dir} has no config.yaml to resume with")
         config = records.config
-    elif isinstance(choices, Choices):
-        config = choices.config()
-        if not choices.sets("budget.problems"):
-            # The time budget shares its hours among the problems of this data set, not the preset's count.
-            config = config.replace({"budget.problems": max(1, len(problems))})
-    elif choices is not None:
-        config = choices
-    else:
-        raise ValueError("a new run needs the user's choices or a config")
+    elif config is None:
+        raise ValueError("a new run needs its config")
+    elif share_budget:
+        # The time budget shares its hours among the problems of this data set, not the preset's count.
+        config = config.replace({"budget.problems": max(1, len(problems))})
     parts = prepare_run(config) if check else RunParts.of(config)  # before RUN_DIR exists: a bad name writes nothing
     if cluster and without_budget(config) != config:
         (note or _stderr)("a time budget is for one engine; the cluster run has none")
         config = without_budget(config)
         parts = replace(parts, config=config)  # the rules and the template do not read the budget
-    session = None if run_dir is None else RunSession.open(run_dir, config, resume=resume, records=records)
+    session = None if run_dir is None else RunSession.open(run_dir, config, voter=parts.rules.voter, resume=resume,
+                                                           records=records)
     decided = 0 if session is None else len(problems) - len(session.todo(problems))
     budget = budget_for(config.budget, clock, start, spent_s=0.0 if session is None else session.spent_s,
                         done=decided)
@@ -175,8 +174,8 @@ async def solve_locally(run: Run, *, on_event: Callable[[SolveEvent], None] | No
     and closed at the end (for ``engine.replay_outputs``, the replay engine and the recorded outputs)."""
     session = _session(run)
     try:
-        async with SolverSession(run.config, clock=run.clock, on_repetition=session.record, on_event=on_event,
-                                 engine=engine, sandbox=sandbox, parts=run.parts) as opened:
+        async with SolverSession(run.parts, clock=run.clock, on_repetition=session.record, on_event=on_event,
+                                 engine=engine, sandbox=sandbox) as opened:
             return await drive(run, local_runner(opened.solver))
     finally:
         session.close()

@@ -16,7 +16,7 @@ from pathlib import Path
 from solver.config import Config
 from solver.files import atomic_write
 from solver.runlog import LOG_NAME, RunLog, RunRecords, render_report, summarise_records
-from solver.types import Problem, ProblemResult, Repetition
+from solver.types import Problem, ProblemResult, Repetition, Voter
 
 ANSWERS_NAME = "answers.csv"
 REPORT_NAME = "report.md"
@@ -25,25 +25,28 @@ REPORT_NAME = "report.md"
 class RunSession:
     """One session of a run over its directory: ``open`` a new run or resume one, then ``close``."""
 
-    def __init__(self, log: RunLog, config: Config, *, created: bool) -> None:
+    def __init__(self, log: RunLog, config: Config, voter: Voter, *, created: bool) -> None:
         self.log = log
         self.config = config  # as saved in the run directory
+        self.voter = voter  # the run's: the one that voted its answers, which report.md grades by too
         self.created = created  # this session made the directory (a failed start may remove it)
 
     @classmethod
-    def open(cls, run_dir: Path, config: Config | None = None, *, resume: bool = False,
+    def open(cls, run_dir: Path, config: Config | None = None, *, voter: Voter, resume: bool = False,
              records: RunRecords | None = None) -> RunSession:
         """The one way a run directory is opened: created for ``config`` (a new run), or with ``resume``
         continued with the config it saved (its decided problems and finished repetitions kept; ``records`` is that
-        run as the caller has just read it, if it has). A ``LogError`` (one line) when it cannot be."""
+        run as the caller has just read it, if it has). ``voter``: the one the run's solvers vote with (its rules',
+        ``solver.core.state.Rules``), so ``answers.csv`` and ``report.md`` come from one vote. A ``LogError`` (one
+        line) when it cannot be."""
         run_dir = Path(run_dir)
         if resume:
             log, saved = RunLog.resume(run_dir, records)
-            return cls(log, saved, created=False)
+            return cls(log, saved, voter, created=False)
         if config is None:
             raise ValueError("a new run directory needs the run's config")
         existed = run_dir.exists()
-        return cls(RunLog.create(run_dir, config), config, created=not existed)
+        return cls(RunLog.create(run_dir, config), config, voter, created=not existed)
 
     @property
     def run_dir(self) -> Path:
@@ -86,10 +89,12 @@ class RunSession:
         self.log.append_result(result)
 
     def write_outputs(self, problems: Sequence[Problem]) -> None:
-        """``answers.csv`` and ``report.md`` for the problems decided so far, from the records in memory."""
+        """``answers.csv`` and ``report.md`` for the problems decided so far, from the records in memory: the
+        answers the run's votes gave, and the report's ballots cast by the voter that made those votes."""
         records = self.log.records()
         atomic_write(self.run_dir / ANSWERS_NAME, answers_csv(self.results(problems)))
-        atomic_write(self.run_dir / REPORT_NAME, render_report(summarise_records(self.run_dir.name, records)))
+        atomic_write(self.run_dir / REPORT_NAME,
+                     render_report(summarise_records(self.run_dir.name, records, self.voter)))
 
     def close(self) -> None:
         self.log.close()

@@ -83,9 +83,11 @@ class DaySession:
     """What the Kaggle supervisor opens (its ``open_session``): the sandbox first, then the preset's engine made to
     follow the replays, and the solver over both; the engine's start and close timed into the ``Recorder``."""
 
-    def __init__(self, config: Config, on_repetition: Any, recorder: Recorder, problems: list[list[Replay]],
+    def __init__(self, parts: Any, on_repetition: Any, recorder: Recorder, problems: list[list[Replay]],
                  script: HarmonyEndings, clock: DayClock) -> None:
-        self.config, self.recorder, self.problems, self.script, self.clock = config, recorder, problems, script, clock
+        """``parts``: what the predictor's run made of its config (``solver.loop.parts.RunParts``)."""
+        self.parts, self.config = parts, parts.config
+        self.recorder, self.problems, self.script, self.clock = recorder, problems, script, clock
         self.report = on_repetition
         self.engine: Any = None
         self.sandbox: Any = None
@@ -118,7 +120,7 @@ class DaySession:
         self.engine = replay_on_engine(timed, self.problems, self.script)
         self.sandbox = recorded_calls(sandbox, self.problems, OutputStyle.from_config(self.config.prompt),
                                        self.config.sandbox.timeout_s)
-        self.solver = ProblemSolver(self.config, self.engine, self.sandbox, clock=self.clock,
+        self.solver = ProblemSolver(self.parts, self.engine, self.sandbox, clock=self.clock,
                                     on_repetition=self.on_repetition)
         self.recorder.opened(timed, time.perf_counter() - t0)
         return self
@@ -262,8 +264,8 @@ class DayCall:
         config = self.config.replace({"budget.problems": max(1, len(self.ids) - len(self.done))})
         script = HarmonyEndings()
 
-        def open_session(cfg: Config, on_repetition: Any) -> DaySession:
-            return DaySession(cfg, on_repetition, self.recorder, self.problems, script, self.clock)
+        def open_session(parts: Any, on_repetition: Any) -> DaySession:
+            return DaySession(parts, on_repetition, self.recorder, self.problems, script, self.clock)
 
         return KagglePredictor(config, "aimo3", PredictorOptions(run_dir=self.run_dir, clock=self.clock, start=0.0,
                                                                  open_session=open_session))

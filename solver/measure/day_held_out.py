@@ -16,7 +16,7 @@ engine starts stood outside the run's day, as they stand outside the simulated o
 
 Per problem: measured against simulated seconds (the measured being the solve, the predictor's call less any
 engine start inside it), the stop reason, attempts finished and launched, the answer, the seconds allotted, and
-where the measured time went beyond the engine's steady work: the engine's holds (``solver.timing.fit.holds``:
+where the measured time went beyond the engine's steady work: the engine's holds (``solver.timing.measured.holds``:
 ~2 s waits for a first token with the engine decoding nothing) and the wait for the problem's first tokens (after
 an engine start, its warm-up). Then the slice's total. A problem whose engine was killed
 (``day.py --kill-engine-at``) is shown, not compared.
@@ -396,7 +396,7 @@ def played(day: dict[str, Any], model: Any) -> list[CheckRow]:
     """Every problem of ``day`` measured against the simulator's day of the same plan on ``model``: under the
     run's budget (``simulated_s`` and the stop) and with none (``uncapped``)."""
     from solver.offline.sim import ProblemPool, prepare, simulated_run
-    from solver.timing.fit import holds
+    from solver.timing.measured import holds
     from solver.types import Problem
 
     problems = day["problems"]

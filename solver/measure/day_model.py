@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from solver.config import Config
+from solver.config import Config, gpu_time_model
 from solver.measure.day_options import DayOptions
 from solver.measure.workload import Replay
 
@@ -72,7 +72,7 @@ def predict(replays: Sequence[Replay], config: Config, model: Any, deadline_s: f
 def time_model(options: DayOptions, config: Config) -> Any:
     from solver.timing.model import load_time_model
 
-    return load_time_model(options.time_model or config.engine.time_model or ("h100-gptoss" if options.gpu else "tiny"))
+    return load_time_model(options.time_model or config.engine.time_model or gpu_time_model(options.gpu))
 
 
 def engine_start_s(model: Any, config: Config) -> float:

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from solver.config import Config, ConfigError, parse_overrides
 from solver.errors import BadInput
 from solver.measure.workload import Caps, Replay, choose, plan, preset_engine
-from solver.measure.tool_seconds import (TOOL_TIME_MODES, fixed_tool_times, tool_time_mode,
+from solver.measure.tool_seconds import (TOOL_TIME_MODES, ToolTimeMode, fixed_tool_times, tool_time_mode,
                                          tool_time_seconds, with_tool_times)
 from solver.replay import attempts_path, read_attempts
 
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from solver.dryrun import DryRun
 
 HARD_GRACE_S = 30.0  # --hard-stop's default: --until plus these seconds
+DayRules = Literal["kaggle", "stop", "none"]  # what acts in the slice (solver.measure.kaggle_day's docstring)
+DAY_RULES: tuple[DayRules, ...] = get_args(DayRules)  # solver day --rules's choices
 NO_DEADLINE_DAY_S = 18000.0  # rules stop/none: the slice gets a whole 5-hour day, so no deadline bites
 
 
@@ -68,7 +70,7 @@ class KillAt:
         raise BadInput(f"--kill-engine-at: {self.problem!r} is no problem of the slice (ids or positions 1..{len(ids)})")
 
 
-def day_budget(budget: Any, problems: int, rules: str) -> dict[str, Any]:
+def day_budget(budget: Any, problems: int, rules: DayRules) -> dict[str, Any]:
     """Budget overrides for a slice of ``problems``. ``kaggle``: the preset's day scaled to the slice (total, reserve
     and cutoff in proportion to ``budget.problems``; the per-problem floor and cap as they are), so each problem
     meets the clamp a problem of the full day meets. ``stop``/``none``: a whole day for the slice, no floor, no
@@ -124,8 +126,8 @@ class DayOptions:
     problem_ids: tuple[str, ...]  # the slice: these problems, in order (empty: the first ``problems``)
     attempts: int  # per problem, all at once (>= 1)
     attempt_tokens: int | None  # cap: tokens decoded per attempt (None: only the config's limits)
-    rules: str  # what acts: "kaggle", "stop" or "none" (kaggle_day's docstring)
-    tool_time: str  # as given: "auto", "carried", "measure" or seconds per call
+    rules: DayRules  # what acts (kaggle_day's docstring)
+    tool_time: ToolTimeMode | str  # as given: a mode, or seconds per call
     tool_s: float | None  # seconds per tool call where ``tool_time`` gives them, else None
     json: Path | None  # the slice's results (None with ``estimate``)
     resume: bool  # continue ``json`` where the last call stopped
@@ -148,7 +150,7 @@ class DayOptions:
 
 
 def day_options(*, attempts_file: Path | None, problems: int, problem_ids: str, attempts: int,
-                attempt_tokens: int | None, rules: str, tool_time: str, json: Path | None, resume: bool,
+                attempt_tokens: int | None, rules: DayRules, tool_time: str, json: Path | None, resume: bool,
                 until: float | None, hard_stop: float | None, safety: float, max_problems: int | None,
                 kill_engine_at: str | None, log_engine: bool, label: str | None, table: Path | None, estimate: bool,
                 time_model: str | None, run_dir: Path | None, gpu: bool, preset: str, model: str | None,

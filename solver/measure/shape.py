@@ -16,14 +16,14 @@ from typing import Any
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from solver.config import Config, ConfigError, parse_overrides
+from solver.config import GPU_PRESET, Config, ConfigError, add_gpu_arguments, parse_overrides
 from solver.errors import BadInput
 from solver.files import atomic_write
 from solver.measure.contenders import SHAPE_CONTENDERS, build_config, identical_work, run_contenders, shape_report
 from solver.dryrun import DryRun
 from solver.replay import attempts_path
 from solver.measure.workload import Caps, HarmonyEndings, Replay, key_of, plan, plan_summary
-from solver.measure.tool_seconds import (TOOL_TIME_MODES, carried_tool_times, fixed_tool_times,
+from solver.measure.tool_seconds import (TOOL_TIME_MODES, ToolTimeMode, carried_tool_times, fixed_tool_times,
                                          measure_tool_times_alone, tool_time_mode,
                                          tool_time_seconds, with_tool_times)
 
@@ -53,14 +53,10 @@ def add_shape_arguments(parser: argparse.ArgumentParser) -> None:
                         help="snippets at once in the pipelines' sandbox (default: --attempts: calls only sleep)")
     parser.add_argument("--contenders", default=",".join(SHAPE_CONTENDERS),
                         help="among a, t, b1, s (default all); each engine start costs minutes on a GPU")
-    parser.add_argument("--gpu", action="store_true",
-                        help="the preset's own engine (default: the tiny preset's CPU engine and the tiny harmony "
-                             "model, with the preset's prompt, sampling and sandbox settings)")
-    parser.add_argument("--preset", default="h100-gptoss")
-    parser.add_argument("--model", default=None, help="engine.model: a local path")
+    add_gpu_arguments(parser, gpu_help="the preset's own engine (default: the tiny preset's CPU engine and the tiny "
+                                       "harmony model, with the preset's prompt, sampling and sandbox settings)",
+                      preset_default=GPU_PRESET)
     parser.add_argument("--json", type=Path, default=None, help="also write the result and timelines here")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="config override, e.g. --set engine.args.gpu_memory_utilization=0.95")
     parser.add_argument("--dry-run", action="store_true",
                         help="parse, plan and check, start nothing (solver/dryrun/plan.py)")
 
@@ -76,7 +72,7 @@ class ShapeOptions:
     attempts: int  # per problem, all at once (>= 1)
     attempt_tokens: int | None  # cap: tokens decoded per attempt (None: uncapped)
     attempt_requests: int | None  # cap: requests per attempt (None: uncapped)
-    tool_time: str  # as given: "auto", "carried", "measure" or seconds per call
+    tool_time: ToolTimeMode | str  # as given: a mode, or seconds per call
     tool_s: float | None  # seconds per call where ``tool_time`` gives them, else None
     sandbox_workers: int | None  # snippets at once in the pipelines' sandbox (None: ``attempts``)
     keys: tuple[str, ...]  # the contenders, in the order they run (SHAPE_CONTENDERS')

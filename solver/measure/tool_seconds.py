@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from solver.errors import BadInput
 from solver.measure.workload import STARTER_CELL, Replay, key_of
@@ -21,7 +21,8 @@ def with_tool_times(problems: list[list[Replay]], times: dict[str, float]) -> li
             for replays in problems]
 
 
-TOOL_TIME_MODES = ("auto", "carried", "measure")  # --tool-time's words; any other value is seconds per call
+ToolTimeMode = Literal["auto", "carried", "measure"]  # --tool-time's words; any other value is seconds per call
+TOOL_TIME_MODES: tuple[ToolTimeMode, ...] = get_args(ToolTimeMode)
 
 
 def tool_time_seconds(value: str, error: type[Exception] = BadInput) -> float:

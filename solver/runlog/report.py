@@ -15,6 +15,7 @@ from solver.config import Config
 from solver.core.grading import ProblemSummary, RunSummary, summarise, wilson_interval
 from solver.files import atomic_write
 from solver.runlog.reading import RunRecords, read_log
+from solver.types import Voter
 
 EXCERPT_CHARS = 240  # problem text shown for a wrong problem
 
@@ -143,12 +144,14 @@ def _wrong_section(p: ProblemSummary) -> list[str]:
 # ---- edges -------------------------------------------------------------------------------------------------
 
 
-def summarise_records(name: str, records: RunRecords) -> RunSummary:
-    """Grade a run's records (as read from its log, or as a running session holds them)."""
-    from solver.core.voting import make_voter
-
+def summarise_records(name: str, records: RunRecords, voter: Voter | None = None) -> RunSummary:
+    """Grade a run's records (as read from its log, or as a running session holds them). ``voter``: the one the
+    run voted with (a running session's); None for a run read back from its folder, whose config names it."""
     config = records.config or Config()
-    voter = make_voter(config.vote, config.answers)
+    if voter is None:
+        from solver.core.voting import make_voter
+
+        voter = make_voter(config.vote, config.answers)
     return summarise(name, records.config, records.problems, records.repetitions, records.results, voter,
                      config.answers)
 

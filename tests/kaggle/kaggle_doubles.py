@@ -12,6 +12,7 @@ from typing import Any, Literal
 import polars as pl
 
 from solver.config import Config, load_config
+from solver.loop.parts import RunParts
 from solver.types import Delta, Execution, GenerationRequest
 
 Behaviour = Literal["answer", "raise", "stall", "code"]
@@ -73,13 +74,13 @@ class ScriptedSandbox:
 class ScriptedSession:
     """A session double: the real ProblemSolver over scripted doubles."""
 
-    def __init__(self, config: Config, on_repetition: Callable[..., None], engine: Any, sandbox: Any) -> None:
-        self.config, self.on_repetition, self.engine, self.sandbox = config, on_repetition, engine, sandbox
+    def __init__(self, parts: RunParts, on_repetition: Callable[..., None], engine: Any, sandbox: Any) -> None:
+        self.parts, self.on_repetition, self.engine, self.sandbox = parts, on_repetition, engine, sandbox
 
     async def __aenter__(self) -> ScriptedSession:
         from solver.loop.problem import ProblemSolver
 
-        self.solver = ProblemSolver(self.config, self.engine, self.sandbox, on_repetition=self.on_repetition)
+        self.solver = ProblemSolver(self.parts, self.engine, self.sandbox, on_repetition=self.on_repetition)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -91,13 +92,13 @@ def scripted_factory(engines: list[Any], sandbox: Any | None = None,
     """Each build takes the next engine of ``engines`` (the last one repeats); the first ``fail_builds`` raise."""
     built: list[Any] = []
 
-    def open_session(config: Config, on_repetition: Callable[..., None]) -> ScriptedSession:
+    def open_session(parts: RunParts, on_repetition: Callable[..., None]) -> ScriptedSession:
         if len(built) < fail_builds:
             built.append(None)
             raise RuntimeError("no GPU memory left")
         engine = engines[min(len(built), len(engines) - 1)]
         built.append(engine)
-        return ScriptedSession(config, on_repetition, engine, sandbox or ScriptedSandbox())
+        return ScriptedSession(parts, on_repetition, engine, sandbox or ScriptedSandbox())
 
     return open_session, built
 

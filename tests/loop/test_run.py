@@ -67,18 +67,14 @@ def test_a_fresh_run_budgets_from_its_own_start(tmp_path: Path, monkeypatch: pyt
 
 # -- make_run: the one way a run is put together ------------------------------------------------------------------
 
-def test_make_run_shares_the_budget_among_the_data_sets_problems_unless_the_user_chose_a_count(tmp_path: Path):
-    from solver.config import Choices
-
-    budgeted = {"budget.total_s": 1000, "budget.min_s": 100, "budget.max_s": 900, "budget.reserve_s": 0}
-    made = run_module.make_run(Choices(overrides=budgeted), PROBLEMS, tmp_path / "a", check=False, clock=FakeClock())
+def test_make_run_shares_the_budget_among_the_data_sets_problems_when_asked(tmp_path: Path):
+    budgeted = BUDGETED.replace({"budget.total_s": 1000, "budget.min_s": 100, "budget.max_s": 900,
+                                 "budget.reserve_s": 0, "budget.problems": 7})
+    made = run_module.make_run(budgeted, PROBLEMS, tmp_path / "a", share_budget=True, check=False, clock=FakeClock())
     assert made.config.budget.problems == 2 and made.budget is not None and made.budget.allot().problems_left == 2
     assert made.session is not None and made.session.config == made.config  # the folder saved what the run uses
-    chosen = run_module.make_run(Choices(overrides={**budgeted, "budget.problems": 7}), PROBLEMS, tmp_path / "b",
-                                 check=False)
-    assert chosen.config.budget.problems == 7
-    whole = run_module.make_run(BUDGETED.replace({"budget.problems": 5}), PROBLEMS, None, check=False)
-    assert whole.config.budget.problems == 5 and whole.session is None  # a config already whole is used as it is
+    whole = run_module.make_run(budgeted, PROBLEMS, None, check=False)
+    assert whole.config == budgeted and whole.session is None  # a config is used as it is unless asked
 
 
 def test_make_run_gives_a_cluster_run_no_budget_and_says_so_once(tmp_path: Path):
@@ -94,7 +90,7 @@ def test_make_run_checks_the_config_before_the_folder_exists(tmp_path: Path):
     from solver.config import Choices, ConfigError
 
     with pytest.raises(ConfigError, match="needs --from RUN_DIR"):
-        run_module.make_run(Choices(flags={"engine.name": "replay"}), PROBLEMS, tmp_path / "run")
+        run_module.make_run(Choices(flags={"engine.name": "replay"}).config(), PROBLEMS, tmp_path / "run")
     assert not (tmp_path / "run").exists()
 
 
@@ -108,3 +104,30 @@ def test_make_run_resumes_with_the_config_the_folder_saved(tmp_path: Path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(LogError, match="no run log"):
         run_module.make_run(None, PROBLEMS, tmp_path / "empty", resume=True, check=False)
+
+
+def test_answers_and_report_come_from_the_runs_one_voter(tmp_path: Path):
+    from solver.loop.rundir import RunSession
+    from solver.types import Ballot
+
+    made = run_module.make_run(BUDGETED, PROBLEMS, tmp_path / "run", check=False)
+    assert made.session is not None and made.session.voter is made.parts.rules.voter  # the solvers' own
+
+    class Thirteen:  # a voter unlike the config's: the report must cast its ballots, not build its own
+        name = "thirteen"
+
+        def ballot(self, repetition: Repetition) -> Ballot | None:
+            return Ballot("13")
+
+        def winner(self, ballots: object) -> str | None:
+            return "13"
+
+    made.session.close()
+    session = RunSession.open(tmp_path / "run", voter=Thirteen(), resume=True)
+    session.add_problems(PROBLEMS[:1])
+    session.record(Repetition("p1", 0, 1, "done", (), (), 0.0, 1.0))  # no answer: the config's voter casts none
+    session.decide(ProblemResult("p1", "13", {"13": 1.0}, 1, 1, "max_reps", 1.0, 1))
+    session.write_outputs(PROBLEMS[:1])
+    session.close()
+    assert (tmp_path / "run" / "answers.csv").read_text() == "id,answer\np1,13\n"
+    assert "| 13 | 1 |" in (tmp_path / "run" / "report.md").read_text()  # the ballot Thirteen cast

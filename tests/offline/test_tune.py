@@ -312,3 +312,17 @@ def test_without_line_the_report_holds_the_day_to_aimo3s_share_of_its_problems(
     said = f"the line {scaled_line(k):g}: AIMO3's prize line, 47 of 50, scaled to the day's {k} problems"
     assert k < 47 and said in capsys.readouterr().out
     assert f"# {said}" in (out / "chosen.yaml").read_text()
+
+
+def test_the_default_grid_holds_every_registered_stopping_rule_or_says_why_not() -> None:
+    from solver.core.stopping import STOPPERS, parse_stopper
+    from solver.offline.tune.search import DEFAULT_STOPPERS, GRID_PARAMETERS, NOT_TUNED
+
+    searched = {spec.split(":")[0] for setting in DEFAULT_STOPPERS for spec in setting}
+    for name in STOPPERS.names():
+        assert (name in searched) != (name in NOT_TUNED), f"stopping rule {name!r}: searched, or excluded with a reason"
+    assert set(NOT_TUNED) <= set(STOPPERS.names()) and set(GRID_PARAMETERS) <= set(STOPPERS.names())
+    assert () in DEFAULT_STOPPERS and ("futile:10",) in DEFAULT_STOPPERS
+    for setting in DEFAULT_STOPPERS:  # every point is one the registry takes
+        for spec in setting:
+            parse_stopper(spec)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from solver.timing.fit import HOLD_S, day_fit, holds
+from solver.timing.measured import HOLD_S, day_fit, holds
 from solver.timing.model import load_time_model
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -26,7 +26,7 @@ from solver.offline.sim.pools import ProblemPool, SimulationError, load_pools, p
 from solver.offline.sim.separation import Difference
 from solver.offline.sim.simulate import SimulationReport, SimulationRequest, load, simulate, simulate_pools, validate
 from solver.offline.sim.summary import Summary
-from solver.offline.sim.trials import Setting
+from solver.offline.sim.setting import Setting
 
 __all__ = ["DIFFERENCE_NOTE", "Difference", "Played", "ProblemPool", "Setting", "SimulationError",
            "SimulationReport", "SimulationRequest", "Summary", "calibration_lines", "coverage", "data_flag",

@@ -1,6 +1,6 @@
 """What drawing with replacement costs a setting's estimate: the bootstrap bias, per setting.
 
-A problem with fewer recorded repetitions than a setting draws is bootstrapped (``solver.offline.sim.trials.Draws``):
+A problem with fewer recorded repetitions than a setting draws is bootstrapped (``solver.offline.sim.draws.Draws``):
 its N ballots are its m recorded ones topped up with N - m drawn again from them, as if those m were all the
 answers the model can give. With small m that is the model's whole answer distribution read off a handful of
 draws: one right attempt of one makes every simulated run right, one wrong attempt every run wrong.
@@ -25,7 +25,8 @@ from solver.config import Config
 from solver.core.state import Rules
 from solver.offline.sim.play import play_on
 from solver.offline.sim.pools import Prepared
-from solver.offline.sim.trials import ProblemGrader, Setting
+from solver.offline.sim.setting import Setting
+from solver.offline.sim.trials import ProblemGrader
 from solver.timing.timeline import Timeline, fixed_timeline
 from solver.types import Ballot
 

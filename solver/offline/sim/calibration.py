@@ -11,7 +11,9 @@ from solver.config import Config
 from solver.core.state import Rules
 from solver.offline.sim.play import fixed_rounds, play_on
 from solver.offline.sim.pools import Prepared, SimulationError
-from solver.offline.sim.trials import Draw, ProblemGrader, Setting, draw_indices
+from solver.offline.sim.draws import draw_indices
+from solver.offline.sim.setting import Draw, Setting
+from solver.offline.sim.trials import ProblemGrader
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,8 @@ from solver.offline.sim.pools import Prepared
 from solver.offline.sim.scoring import SCORINGS
 from solver.offline.sim.separation import Z95
 from solver.offline.sim.summary import Comparer
-from solver.offline.sim.trials import Plan, SeedPolicy, Setting, run_trials
+from solver.offline.sim.setting import Plan, SeedPolicy, Setting
+from solver.offline.sim.trials import run_trials
 from solver.types import Ballot, Problem
 
 VariancePath = Literal["unbiased", "jackknife", "one day"]

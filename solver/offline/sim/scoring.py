@@ -12,7 +12,7 @@ vendored in ``tests/kaggle/gateways/aimo3``: ``generate_data_batches`` shuffles 
 ``os.urandom`` unless ``USE_PRIVATE_SET``, "Set to True during the private rerun to disable shuffling", then serves
 the rows as the file holds them): both private runs read the same file, so both play one order, random across
 submissions. A rule's ``order`` says which: ``shuffled`` (each run its own) or ``fixed`` (every run the first's).
-How the second run draws is the seed policy's (``sampling.seed_policy``, ``solver.offline.sim.trials``).
+How the second run draws is the seed policy's (``sampling.seed_policy``, ``solver.offline.sim.draws``).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ with replacement only where it has fewer; ``subset`` always without (needs N <= 
 with. Without replacement is unbiased (a random subset of independent repetitions is a real run) but understates
 the spread between reruns when N is close to the number recorded (every trial then sees nearly the same
 repetitions); with replacement keeps a spread but is biased low where answers are rare
-(``solver.offline.sim.trials.draw_indices``); each setting reports how many problems it bootstrapped and the bias that
+(``solver.offline.sim.draws.draw_indices``); each setting reports how many problems it bootstrapped and the bias that
 cost, estimated on the problems recorded richly enough (``solver.offline.sim.bias``). Each setting draws its own N, so
 its row does not depend on the grid. Deterministic for a seed whatever the number of parallel jobs.
 
@@ -51,7 +51,8 @@ from solver.offline.sim.pools import Prepared, ProblemPool, SimulationError, loa
 from solver.offline.sim.scoring import DEFAULT_SCORING, Scoring, line_text, scaled_line, scoring
 from solver.offline.sim.separation import Difference
 from solver.offline.sim.summary import Comparer, Summary, against_best, default_thresholds, summarise
-from solver.offline.sim.trials import ORDERS, Draw, Order, Plan, grid, run_trials
+from solver.offline.sim.setting import ORDERS, Draw, Order, Plan, grid
+from solver.offline.sim.trials import run_trials
 
 from solver.timing.model import EngineTimeModel, load_time_model
 

@@ -10,7 +10,9 @@ import numpy as np
 
 from solver.offline.sim.scoring import DEFAULT_LINE, Scoring, at_or_above
 from solver.offline.sim.separation import Difference, difference, family_z
-from solver.offline.sim.trials import SEED_POLICIES, ChunkResult, Plan, Setting, distinct_runs, used_repetitions
+from solver.offline.sim.draws import used_repetitions
+from solver.offline.sim.setting import SEED_POLICIES, Plan, Setting, distinct_runs
+from solver.offline.sim.trials import ChunkResult
 
 QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
 

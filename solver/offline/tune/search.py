@@ -21,13 +21,39 @@ from solver.offline.tune.frontier import AXES, Axis, PickRule, cost, dominance_g
 from solver.offline.sim import (ProblemPool, SimulationError, SimulationReport, SimulationRequest, Summary, load,
                                 simulate_pools, validate)
 
-# The default grid: every stopping rule the registry has, each at a few parameters around its published value.
-DEFAULT_STOPPERS: tuple[tuple[str, ...], ...] = (
-    (), ("lossless",), ("beta:0.8",), ("beta:0.9",), ("beta:0.95",), ("beta:0.99",), ("margin:2",),
-    ("margin:3",), ("margin:4",), ("margin:5",), ("agree:3",), ("agree:4",), ("agree:5",), ("agree_rules",),
-    ("ztest:0.05",), ("ztest:0.1",), ("esc:3",), ("esc:5",), ("hold:0.8",), ("hold:0.9",), ("hold:0.95",),
-    ("hold:0.99",),
-)
+# The default grid is built from the stopping registry (``solver.core.stopping.STOPPERS``), so a rule registered
+# there is searched unless it is named in NOT_TUNED, with the reason: each rule at the parameters below, a few
+# around its published value (a rule with a parameter not listed here is searched at its default, one without
+# one as it is), plus the empty setting (every repetition runs).
+GRID_PARAMETERS: dict[str, tuple[str, ...]] = {
+    "beta": ("0.8", "0.9", "0.95", "0.99"), "margin": ("2", "3", "4", "5"), "agree": ("3", "4", "5"),
+    "ztest": ("0.05", "0.1"), "esc": ("3", "5"), "hold": ("0.8", "0.9", "0.95", "0.99"), "futile": ("5", "10"),
+}
+NOT_TUNED: dict[str, str] = {
+    # make_stopper adds it to every setting: the empty setting () is this rule alone
+    "max_reps": "always on",
+}
+
+
+def default_stoppers() -> tuple[tuple[str, ...], ...]:
+    """The default grid (comment above), in the registry's order.
+
+    >>> grid = default_stoppers()
+    >>> grid[0], ("lossless",) in grid, ("futile:10",) in grid, any(s[0].startswith("max_reps") for s in grid[1:])
+    ((), True, True, False)
+    """
+    from solver.core.stopping import STOPPERS
+
+    grid: list[tuple[str, ...]] = [()]
+    for name in STOPPERS.names():
+        if name in NOT_TUNED:
+            continue
+        points = GRID_PARAMETERS.get(name)
+        grid += [(f"{name}:{point}",) for point in points] if points else [(name,)]
+    return tuple(grid)
+
+
+DEFAULT_STOPPERS = default_stoppers()
 DEFAULT_TRIALS = 200
 ADAPTIVE_CONSISTENCY = "beta"  # the registry name of the Adaptive-Consistency rule, the published reference
 
