@@ -1,5 +1,5 @@
 """A Kaggle day at full length on one engine: ``solver day`` (``solver/commands/day.py``; what it does:
-``solver/measure/kaggle_day.py``), kept here under its benchmark name with the same flags and output.
+``solver/measure/day/kaggle_day.py``), kept here under its benchmark name with the same flags and output.
 
     python benchmarks/day.py --attempts-file X --problems 2 --attempts 4 --attempt-tokens 300 --json /tmp/day.json --resume
     python benchmarks/day.py --gpu --model M --attempts-file X --problems 6 --until 520 --json .gpu/day/slice.json --resume

@@ -1,5 +1,5 @@
 """The simulator held to a day slice: ``solver day``'s JSON played through the simulator's own day
-(``solver/measure/day_held_out.py`` says how, and what the targets are).
+(``solver/measure/day/held_out.py`` says how, and what the targets are).
 
     python benchmarks/day_check.py benchmarks/results/h100_day-slice.json [--time-model NAME] [--json OUT]
     python benchmarks/day_check.py FILE --add-answers EXTRACT    # once, for a file day.py wrote without answers
@@ -14,7 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the solver package, run from a checkout
 
 from solver.errors import BadInput  # noqa: E402 - after the path set-up above
-from solver.measure import add_day_answers, check_day  # noqa: E402
+from solver.measure.day import add_day_answers, check_day  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

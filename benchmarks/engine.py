@@ -40,8 +40,9 @@ from solver.config import add_gpu_arguments, gpu_overrides, gpu_preset, load_con
 from solver.datasets import load_problems
 from solver.errors import BadInput
 from solver.files import atomic_write
-from solver.measure import (PIPELINE_CONTENDERS, SHAPE_DESCRIPTION, SHAPE_PROG, Profile, add_shape_arguments,
-                            code_floor, make_plans, real_shape, run_pipelines, run_raw, shape_options_of)
+from solver.measure.saturation import PIPELINE_CONTENDERS, run_pipelines, run_raw
+from solver.measure.shape import add_shape_arguments, real_shape, SHAPE_DESCRIPTION, shape_options_of, SHAPE_PROG
+from solver.measure.traced import code_floor, make_plans, Profile
 from solver.dryrun import DryRun
 
 # A nudge so the tiny model writes code often enough to exercise the sandbox path.

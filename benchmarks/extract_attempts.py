@@ -39,7 +39,7 @@ from typing import Any
 from solver.dryrun import ignored, inside
 from solver.config import ConfigError
 from solver.files import atomic_write
-from solver.measure import STARTER_CELL, HarmonyEndings, PlanError, choose, recorded_code
+from solver.measure.workload import choose, HarmonyEndings, PlanError, recorded_code, STARTER_CELL
 from solver.replay import TraceError, json_lines, read_attempts
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -50,11 +50,13 @@ from typing import Any
 from solver.config import Config, ConfigError, Layout, add_gpu_arguments, gpu_config, gpu_time_model, parse_layout
 from solver.errors import BadInput
 from solver.files import atomic_write
-from solver.measure import (SHAPE_DESCRIPTION, SHAPE_PROG, ShapeWorkload, add_shape_arguments, layout_config,
-                            layouts_of, load_requests, on_actors, planned_tokens, plan_summary, prediction,
-                            probe_rows, probe_settings, read_tool_times, run_layout, whole_numbers, scaling_rows,
-                            seed_engine, seed_env, served, fixed_tool_times, gpus_here, child_env, shape_options_of,
-                            shape_tool_times, shape_workload, with_package, with_tool_times)
+from solver.measure.fleet import child_env, gpus_here, load_requests, on_actors, seed_env, served, with_package
+from solver.measure.scaling import (layout_config, layouts_of, planned_tokens, prediction, probe_rows,
+                                    probe_settings, run_layout, scaling_rows, seed_engine, whole_numbers)
+from solver.measure.shape import (add_shape_arguments, read_tool_times, SHAPE_DESCRIPTION, shape_options_of,
+                                  SHAPE_PROG, shape_tool_times, shape_workload, ShapeWorkload)
+from solver.measure.tool_seconds import fixed_tool_times, with_tool_times
+from solver.measure.workload import plan_summary
 from solver.dryrun import DryRun
 from solver.processes import run_group
 

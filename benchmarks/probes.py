@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from solver.config import Config, ConfigError, add_gpu_arguments, gpu_config
-from solver.measure import cache_tokens, decode, generate, random_ids, resent, turns
+from solver.measure.vllm_probes import cache_tokens, decode, generate, random_ids, resent, turns
 from solver.errors import BadInput
 from solver.files import atomic_write
 

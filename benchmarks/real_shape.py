@@ -31,7 +31,7 @@ import argparse
 import sys
 
 from solver.errors import BadInput
-from solver.measure import SHAPE_DESCRIPTION, SHAPE_PROG, add_shape_arguments, real_shape, shape_options_of
+from solver.measure.shape import add_shape_arguments, real_shape, SHAPE_DESCRIPTION, shape_options_of, SHAPE_PROG
 from solver.dryrun import DryRun
 
 

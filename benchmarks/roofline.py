@@ -34,7 +34,7 @@ from typing import Any
 from solver.config import ConfigError, add_gpu_arguments, gpu_config
 from solver.errors import BadInput
 from solver.files import atomic_write
-from solver.measure import cache_tokens, decode, generate, random_ids
+from solver.measure.vllm_probes import cache_tokens, decode, generate, random_ids
 from solver.timing.roofline import StepModel, fit_steps, summarise_trace
 
 # Datasheet HBM bandwidth (bytes/s), printed beside the measured one; the bound uses the measured.

@@ -171,7 +171,7 @@ def check_draft(args: argparse.Namespace, dry: DryRun) -> None:
 async def measure(config: Config, args: argparse.Namespace, born: float) -> dict[str, Any]:
     """One setting's engine: its start, then the decode probe at each context."""
     from solver.engines import open_engine
-    from solver.measure import decode
+    from solver.measure.vllm_probes import decode
 
     engine = await open_engine(config)
     ready = time.time() - born

@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     from dataclasses import replace
 
     from solver.offline.sim import load_pools
-    from solver.measure import check_replay
+    from solver.measure.sim_fidelity import check_replay
     from solver.timing.model import load_time_model
 
     pools, config = load_pools([args.run])

@@ -1,4 +1,4 @@
-"""The day slice (``solver day``, which ``benchmarks/day.py`` runs; ``solver.measure.kaggle_day``): recorded attempts
+"""The day slice (``solver day``, which ``benchmarks/day.py`` runs; ``solver.measure.day.kaggle_day``): recorded attempts
 through the Kaggle path (``KagglePredictor``, its budget and its engine supervisor), problem after problem, across
 device calls. The plan's live limits and carried tool seconds are checked against the recording; one run on the
 real engine (the tiny harmony model) plays a slice over two "calls" with the preset's rules acting and the engine
@@ -63,7 +63,7 @@ def main(argv: list[str]) -> int:
 
 
 def test_carried_tool_seconds_reach_the_plan_without_reading_the_code(extract, gptoss_config):
-    from solver.measure import Caps, plan
+    from solver.measure.workload import Caps, plan
     from solver.replay import read_attempts
 
     seconds = [attempt.tool_seconds for attempt in read_attempts(extract)]
@@ -77,7 +77,7 @@ def test_carried_tool_seconds_reach_the_plan_without_reading_the_code(extract, g
 def test_live_limits_end_attempts_where_the_loop_and_the_engine_end_them(real_attempts, gptoss_config):
     """Uncapped, the preset's own limits (60k tokens per attempt as the loop counts them, 32k per request, 65k
     context) end an attempt in the request where one bites: it decodes up to the limit, with no answer."""
-    from solver.measure import Caps, plan
+    from solver.measure.workload import Caps, plan
     from solver.measure.workload import ReplayLimits
 
     limits = ReplayLimits.of(gptoss_config)
@@ -161,9 +161,9 @@ def test_a_day_file_without_its_answers_gets_them_from_its_extract(extract, tmp_
     from solver.cli import build_parser
     from solver.commands.day import options
     from solver.errors import BadInput
-    from solver.measure import add_day_answers
-    from solver.measure.day_call import identity
-    from solver.measure.day_options import day_config, load_plan, plan_rows
+    from solver.measure.day.held_out import add_answers as add_day_answers
+    from solver.measure.day.call import identity
+    from solver.measure.day.options import day_config, load_plan, plan_rows
 
     out = tmp_path / "day.json"
     parsed = build_parser().parse_args(["day", "--attempts-file", str(extract), "--problems", "3", "--json", str(out)])
@@ -254,7 +254,7 @@ def test_day_rules_are_one_closed_set_and_the_tool_time_words_another():
     from typing import get_args
 
     from solver.commands.day import RULES
-    from solver.measure.day_options import DAY_RULES, DayRules
+    from solver.measure.day.options import DAY_RULES, DayRules
     from solver.measure.tool_seconds import TOOL_TIME_MODES, ToolTimeMode, tool_time_seconds
 
     assert RULES == DAY_RULES == get_args(DayRules)  # --rules offers exactly what the day acts on

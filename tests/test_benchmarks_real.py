@@ -32,7 +32,7 @@ def gptoss_config():
 
 
 def test_the_plan_replays_each_recorded_request_and_appends_the_recorded_tool_message(real_attempts, gptoss_config):
-    from solver.measure import Caps, plan
+    from solver.measure.workload import Caps, plan
 
     problems = plan(real_attempts, Caps(problems=1, attempts=3), gptoss_config)
     recorded = {}
@@ -56,7 +56,7 @@ def test_the_plan_replays_each_recorded_request_and_appends_the_recorded_tool_me
 
 
 def test_caps_cut_an_attempt_at_the_request_where_they_bite(real_attempts, gptoss_config):
-    from solver.measure import Caps, plan
+    from solver.measure.workload import Caps, plan
 
     tokens = plan(real_attempts, Caps(problems=1, attempts=4, attempt_tokens=1500), gptoss_config)[0]
     requests = plan(real_attempts, Caps(problems=1, attempts=4, attempt_requests=3), gptoss_config)[0]
@@ -72,8 +72,8 @@ def test_caps_cut_an_attempt_at_the_request_where_they_bite(real_attempts, gptos
 
 
 def test_replayed_calls_sleep_in_the_sandbox_and_answer_with_the_recorded_output(real_attempts, gptoss_config):
-    from solver.measure import (Caps, HarmonyEndings, recorded_calls, fixed_tool_times, measure_tool_times, plan,
-                                with_tool_times)
+    from solver.measure.tool_seconds import fixed_tool_times, measure_tool_times, with_tool_times
+    from solver.measure.workload import Caps, HarmonyEndings, plan, recorded_calls
 
     from solver.dialects.output import OutputStyle, describe_execution
     from solver.sandbox.pool import create_sandbox
@@ -126,7 +126,7 @@ def test_bad_input_is_one_line_and_exit_2_before_anything_starts(tmp_path):
 def test_an_extract_holds_the_attempts_the_benchmark_replays_and_never_goes_into_the_repository(real_attempts,
                                                                                                real_attempts_path,
                                                                                                tmp_path):
-    from solver.measure import choose
+    from solver.measure.workload import choose
     from solver.replay import read_attempts
 
     out = tmp_path / "extract.jsonl.xz"

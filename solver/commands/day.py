@@ -1,5 +1,5 @@
 """``solver day``: rehearse a Kaggle day at full length on one engine, recorded attempts through the Kaggle path
-(``solver.measure.kaggle_day`` says how), one device call after another; ``benchmarks/day.py`` is this command.
+(``solver.measure.day.kaggle_day`` says how), one device call after another; ``benchmarks/day.py`` is this command.
 
     solver day --attempts-file X --problems 2 --attempts 4 --attempt-tokens 300 --json /tmp/day.json --resume
     solver day --gpu --model M --attempts-file X --problems 6 --until 520 --json .gpu/day/slice.json --resume
@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from solver.measure import DayOptions
+    from solver.measure.day import DayOptions
     from solver.dryrun import DryRun
 
 # Light imports only at module level: the CLI imports every command to build its parser.
 
-# --rules's choices: solver.measure.day_options.DayRules's closed set, written out here to keep the CLI's imports
+# --rules's choices: solver.measure.day.options.DayRules's closed set, written out here to keep the CLI's imports
 # light (tests/test_benchmarks_day.py holds the two equal)
 RULES = ("kaggle", "stop", "none")
 
@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser = subparsers.add_parser(
         "day", help="rehearse a Kaggle day: recorded attempts through the Kaggle predictor on one engine",
         description="A Kaggle day at full length on one engine: recorded attempts through the Kaggle path, "
-                    "problem after problem, one device call after another (solver/measure/kaggle_day.py).")
+                    "problem after problem, one device call after another (solver/measure/day/kaggle_day.py).")
     add_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -89,7 +89,7 @@ def options(args: argparse.Namespace, dry: DryRun | None) -> DayOptions:
     """The parsed flags as the day's typed options, checked once (``day_options``: a one-line ``BadInput``, exit 2,
     before anything heavy starts); ``dry``: the ``--dry-run``'s ``DryRun``, which skips a file only the GPU machine
     has."""
-    from solver.measure import day_options
+    from solver.measure.day import day_options
 
     return day_options(attempts_file=args.attempts_file, problems=args.problems, problem_ids=args.problem_ids,
                        attempts=args.attempts, attempt_tokens=args.attempt_tokens, rules=args.rules,
@@ -101,7 +101,7 @@ def options(args: argparse.Namespace, dry: DryRun | None) -> DayOptions:
 
 
 def run(args: argparse.Namespace) -> int:
-    from solver.measure import rehearse_day
+    from solver.measure.day import rehearse_day
     from solver.dryrun import DryRun
     from solver.replay import attempts_path
 

@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from solver.datasets import load_problems
     from solver.kaggle import competition
     from solver.kaggle import KagglePredictor, PredictorOptions
-    from solver.measure import rehearse, report_markdown, run_gateway
+    from solver.measure.rehearsal import rehearse, report_markdown, run_gateway
     from solver.kaggle import find_server
 
     out = args.out or Path("runs") / time.strftime("kaggle-local-%Y%m%d-%H%M%S")

@@ -189,7 +189,7 @@ PREFIX_HITS = "vllm:prefix_cache_hits"
 class StartMark:
     """An engine's start as its metrics see it: from ``begin`` to ``end`` (seconds on one clock) the engine was
     starting, its warm-up's requests included; at ``end`` its prefix-cache counters read these (tokens). A
-    problem's figures count from here (``solver.measure.day_table.hit_rate``)."""
+    problem's figures count from here (``solver.measure.day.table.hit_rate``)."""
 
     begin: float
     end: float

@@ -14,7 +14,7 @@ import sys
 import pytest
 from conftest import ROOT
 
-from solver.measure import shape_options, shape_tool_times, shape_workload
+from solver.measure.shape import shape_options, shape_tool_times, shape_workload
 
 BENCHMARKS = ROOT / "benchmarks"
 

@@ -26,7 +26,7 @@ from solver.engines.vllm_metrics import StartMark
 from solver.measure.request_timeline import MetricsSample
 from solver.engines.vllm_metrics import UsageReading
 from solver.engines.warmup import warmup_shapes
-from solver.measure.day_table import hit_rate
+from solver.measure.day.table import hit_rate
 from solver.types import GenerationRequest
 
 HERE = Fingerprint("0.26.0", "2.11.0", "config.json 44d62c1ea062", "NVIDIA H200",

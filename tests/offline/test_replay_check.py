@@ -23,7 +23,7 @@ import pytest
 from solver.config import load_config
 from solver.recordings import import_samples
 from solver.offline.sim import load_pools, prepare, simulated_run
-from solver.measure import check_replay
+from solver.measure.sim_fidelity import check_replay
 from solver.runlog import read_log
 from solver.timing.model import load_time_model
 from solver.timing.timeline import engine_timeline

@@ -26,4 +26,4 @@ def results() -> Callable[[str], dict]:
 
 @pytest.fixture(scope="module")
 def check():
-    return importlib.import_module("solver.measure.day_held_out")  # benchmarks/day_check.py's core
+    return importlib.import_module("solver.measure.day.held_out")  # benchmarks/day_check.py's core

@@ -1,5 +1,5 @@
 """The day's options (``solver day``'s flags, typed, checked once before anything heavy starts) and what they make:
-the slice's config and its plan of recorded attempts (``solver.measure.kaggle_day`` says what the day does).
+the slice's config and its plan of recorded attempts (``solver.measure.day.kaggle_day`` says what the day does).
 
 ``day_options`` is the one place the flags are checked: ``solver day`` (``solver/commands/day.py``) passes it the
 parsed flags, ``day_check.add_answers`` the flags a day file was run with.
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from solver.dryrun import DryRun
 
 HARD_GRACE_S = 30.0  # --hard-stop's default: --until plus these seconds
-DayRules = Literal["kaggle", "stop", "none"]  # what acts in the slice (solver.measure.kaggle_day's docstring)
+DayRules = Literal["kaggle", "stop", "none"]  # what acts in the slice (solver.measure.day.kaggle_day's docstring)
 DAY_RULES: tuple[DayRules, ...] = get_args(DayRules)  # solver day --rules's choices
 NO_DEADLINE_DAY_S = 18000.0  # rules stop/none: the slice gets a whole 5-hour day, so no deadline bites
 

@@ -1,7 +1,7 @@
 """One device call of a day slice (``DayCall``): the state file it continues (``--resume``), the Kaggle predictor
 over an engine made to follow the recorded attempts (``DaySession``), the problems played in order while they fit
 (``--until``), the engine's life recorded (``Recorder``), the fault (``--kill-engine-at``) and the hard stop.
-``solver.measure.kaggle_day`` says what the day is.
+``solver.measure.day.kaggle_day`` says what the day is.
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from solver.core.clock import DayClock
 from solver.engines.vllm_metrics import StartMark
 from solver.errors import BadInput
 from solver.files import atomic_write
-from solver.measure.day_model import engine_start_s, need_s, predict, time_model
-from solver.measure.day_options import DayOptions, day_config, plan_rows
-from solver.measure.day_processes import kill_descendants
+from solver.measure.day.model import engine_start_s, need_s, predict, time_model
+from solver.measure.day.options import DayOptions, day_config, plan_rows
+from solver.measure.day.processes import kill_descendants
 from solver.processes import kill_engine
-from solver.measure.day_table import ProblemRecord, hit_rate, problem_line
+from solver.measure.day.table import ProblemRecord, hit_rate, problem_line
 from solver.measure.request_timeline import RequestTimeline, Sampler, TimedEngine, in_process_reader
 from solver.measure.workload import HarmonyEndings, recorded_calls, Replay, replay_on_engine
 

@@ -441,7 +441,7 @@ def add_answers(path: Path, extract: Path) -> int:
     import hashlib
 
     from solver.files import atomic_write
-    from solver.measure.day_options import day_options, load_plan, plan_rows
+    from solver.measure.day.options import day_options, load_plan, plan_rows
 
     data = json.loads(path.read_text())
     ident = data["identity"]

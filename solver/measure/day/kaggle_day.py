@@ -55,11 +55,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from solver.errors import BadInput
-from solver.measure.day_call import DayCall
-from solver.measure.day_model import estimate, time_model
-from solver.measure.day_options import DayOptions, day_config, load_plan
-from solver.measure.day_processes import kill_descendants, log_engine, still_running
-from solver.measure.day_table import COLUMNS, print_table, table_row, upsert_row
+from solver.measure.day.call import DayCall
+from solver.measure.day.model import estimate, time_model
+from solver.measure.day.options import DayOptions, day_config, load_plan
+from solver.measure.day.processes import kill_descendants, log_engine, still_running
+from solver.measure.day.table import COLUMNS, print_table, table_row, upsert_row
 
 if TYPE_CHECKING:
     from solver.dryrun import DryRun

@@ -1,5 +1,5 @@
 """The day on the engine time model: what a problem is predicted to take (the loop's own rules played on the time
-model), whether it fits what is left of a device call, and ``--estimate``'s table (``solver.measure.kaggle_day``).
+model), whether it fits what is left of a device call, and ``--estimate``'s table (``solver.measure.day.kaggle_day``).
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from solver.config import Config, gpu_time_model
-from solver.measure.day_options import DayOptions
+from solver.measure.day.options import DayOptions
 from solver.measure.workload import Replay
 
 CLOSE_S = 20.0  # seconds a call keeps for its end: the engine's shutdown, the log, the JSON
