@@ -294,6 +294,20 @@ def test_the_winners_table_is_its_tune_run():
         assert row[1:] in settings, f"no setting of {path} reads {row}"
 
 
+def test_the_speed_table_is_its_files():
+    """evaluation/README.md's "What speed buys" table is what levers-speed/table.py writes from the committed tune,
+    winners' and every-attempt runs (and the recorded counts kept beside them), row for row, and table.md is it too."""
+    import runpy
+
+    folder = ROOT / "evaluation/results/levers-speed"
+    written = runpy.run_path(str(folder / "table.py"))["table"](ROOT / "no-such-run")   # the kept counts, not a run
+    readme = (ROOT / "evaluation/README.md").read_text(encoding="utf-8")
+    cells = table_after(readme, "**What speed buys, each engine at its best policy**")
+    assert cells == table_after(written, "| GPU |")
+    assert written == (folder / "table.md").read_text(encoding="utf-8")
+    assert len(cells) == 7
+
+
 def test_the_preset_replay_counts_are_its_files():
     """The preset row's counts, read off the committed outputs: repetitions cut at `length` with other ids and with
     another answer (the agreement), problems stopped on agree:4 and run to all 8 (the solve's progress lines)."""
