@@ -127,7 +127,7 @@ def test_bad_input_is_one_line_and_exit_2_before_anything_starts(extract, tmp_pa
 def test_the_estimate_plays_the_slice_on_the_time_model_and_splits_it_into_calls(extract, tmp_path, capsys):
     assert main(["--gpu", "--attempts-file", str(extract), "--problems", "3", "--estimate", "--until", "540"]) == 0
     printed = capsys.readouterr().out
-    assert "estimate on time model h100-gptoss-marlin (start 131 s), rules kaggle" in printed
+    assert "estimate on time model h100-gptoss (start 131 s), rules kaggle" in printed
     rows = [line for line in printed.splitlines() if line.startswith(SLICE)]
     assert len(rows) == 3 and all(("agree:4" in r) or ("deadline" in r) or ("max_reps" in r) for r in rows)
     assert "call 1: problems 1" in printed
@@ -137,7 +137,7 @@ def test_the_estimate_plays_the_slice_on_the_time_model_and_splits_it_into_calls
     (cache / "manifest.json").write_text("{}")
     assert main(["--gpu", "--attempts-file", str(extract), "--problems", "3", "--estimate", "--until", "540",
                  "--set", f"engine.compile_cache={cache}"]) == 0
-    assert "estimate on time model h100-gptoss-marlin (start 62 s, from the compile cache)" in capsys.readouterr().out
+    assert "estimate on time model h100-gptoss (start 62 s, from the compile cache)" in capsys.readouterr().out
 
 
 def test_the_attempts_file_defaults_to_the_setting(extract, tmp_path, monkeypatch, capsys):

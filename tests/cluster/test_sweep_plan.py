@@ -27,7 +27,7 @@ def test_the_plan_prints_the_estimate_on_the_gpus_asked_and_writes_nothing(tmp_p
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "plan: layout tp2: --layout tp2"
-    assert lines[1] == "plan: 4 GPUs, layout tp2: 2 engines of 2 GPUs (time model h100-gptoss-marlin/tp2)"
+    assert lines[1] == "plan: 4 GPUs, layout tp2: 2 engines of 2 GPUs (time model h100-gptoss/tp2)"
     assert "8 problems x 8 attempts, 8 in flight" in lines[2]
     assert lines[-2].startswith("plan: engine start 2 min 11 s x 1; in all ")
     assert lines[-1] == "plan: run it with --set engine.args.tensor_parallel_size=2"  # the preset's engine is tp1
@@ -42,12 +42,12 @@ def test_the_plan_on_g_gpus_says_which_layout_it_picks_and_why(tmp_path, gpus):
                    str(tmp_path / "s"), "--plan", "--plan-from", str(FIXTURE), "--gpus", str(gpus), timeout=60)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    head = (f"plan: layout tp1 on {gpus} GPUs, picked among time model h100-gptoss-marlin's layouts that fit: it ends "
+    head = (f"plan: layout tp1 on {gpus} GPUs, picked among time model h100-gptoss's layouts that fit: it ends "
             "soonest")
     assert lines[0].startswith(head), lines[0]
     assert f"(tp1: {gpus} engines of 1 GPU, each engine second x1.021)" in lines[0]
     assert "sooner than tp2 (" in lines[0] and f"tp2: {gpus // 2} engine" in lines[0]
-    assert lines[1] == f"plan: {gpus} GPUs, layout tp1: {gpus} engines of 1 GPU (time model h100-gptoss-marlin/tp1)"
+    assert lines[1] == f"plan: {gpus} GPUs, layout tp1: {gpus} engines of 1 GPU (time model h100-gptoss/tp1)"
     assert lines[-1] == f"plan: {gpus} engines: run it with --cluster local:{gpus}"
 
 

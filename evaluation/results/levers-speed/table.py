@@ -15,7 +15,7 @@ HERE = Path(__file__).parent
 CUT = 0.05   # "without cuts": under this many problems cut a day on average
 ROWS = (  # GPU, model file stem, what it is, the winners' engine of that GPU
     ("H100", "h100-gptoss", "Triton, no warm-up: the winners' (`h100-gptoss`)", "h100-gptoss"),
-    ("H100", "h100-gptoss-marlin", "Marlin, no warm-up: the preset now (`h100-gptoss-marlin`, inferred)", "h100-gptoss"),
+    ("H100", "h100-gptoss-marlin", "Marlin, no warm-up (`h100-gptoss-marlin`, inferred)", "h100-gptoss"),
     ("H100", "h100-gptoss-marlin-kv-share", "… its KV cache 7.2 % smaller, 537k (`-kv-share`, a stand-in)",
      "h100-gptoss"),
     ("H100", "h100-gptoss-marlin-kv-bytes", "… its KV cache 257k tokens smaller, 321k (`-kv-bytes`, a stand-in)",

@@ -78,10 +78,6 @@ def repetition(row: dict[str, Any]) -> Any:
                       answers, 0.0, 0.0)
 
 
-# The time model of a preset's engine as it ran before the preset chose Marlin's MoE (vLLM's own choice, Triton).
-TRITON_TIME_MODEL = {"h100-gptoss": "h100-gptoss"}
-
-
 def slice_config(day: dict[str, Any]) -> Any:
     """The run's config as ``day.py``'s ``day_config`` made it: the preset with the run's overrides, K attempts at
     once, the rules it names, and the slice's budget as the JSON keeps it."""
@@ -89,11 +85,6 @@ def slice_config(day: dict[str, Any]) -> Any:
 
     ident = day["identity"]
     config = load_config(ident["preset"]).replace(parse_overrides(ident.get("overrides") or []))
-    recorded = day.get("engine_args")
-    if recorded is not None and "moe_backend" in config.engine.args and "moe_backend" not in recorded:
-        # recorded before the preset chose its MoE backend: the run had vLLM's own (Triton), and its time model
-        config = config.replace({"engine.args.moe_backend": None, "engine.time_model": TRITON_TIME_MODEL.get(
-            ident["preset"], config.engine.time_model)})
     fixed: dict[str, Any] = {"solve.reps": ident["attempts"], "solve.workers": ident["attempts"],
                              **{f"budget.{k}": v for k, v in day["budget"].items()}}
     if ident["rules"] == "none":
