@@ -65,18 +65,23 @@ def _place(cache: str, root: str, queue: multiprocessing.Queue) -> None:  # type
     queue.put(place_cache(Path(cache), read_manifest(Path(cache)), Path(root)))
 
 
-def test_two_processes_placing_one_cache_at_once_both_get_one_whole_copy(tmp_path: Path) -> None:
-    cache = shipped(tmp_path)
-    root = Path(read_manifest(cache).cache_root).parent
+def at_once(target, args: tuple[str, ...], processes: int) -> list[object]:
+    """``target(*args, queue)`` in ``processes`` spawned processes started together; what each put, in any order."""
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
-    procs = [ctx.Process(target=_place, args=(str(cache), str(root), queue)) for _ in range(2)]
+    procs = [ctx.Process(target=target, args=(*args, queue)) for _ in range(processes)]
     for p in procs:
         p.start()
     results = [queue.get(timeout=60) for _ in procs]
     for p in procs:
         p.join(timeout=60)
-    assert results == [None, None]
+    return results
+
+
+def test_two_processes_placing_one_cache_at_once_both_get_one_whole_copy(tmp_path: Path) -> None:
+    cache = shipped(tmp_path)
+    root = Path(read_manifest(cache).cache_root).parent
+    assert at_once(_place, (str(cache), str(root)), 2) == [None, None]
     assert read_manifest(root).digest == read_manifest(cache).digest
     assert not [p for p in root.parent.iterdir() if p.name.startswith(".")]  # no staged copy left behind
 
@@ -125,15 +130,7 @@ def _link(model_path: str, link: str, queue: multiprocessing.Queue) -> None:  # 
 def test_two_processes_placing_one_link_at_once_both_get_it(tmp_path: Path) -> None:
     mine = model(tmp_path / "gpt-oss-120b")
     link = tmp_path / "links" / "44d62c1ea062"
-    ctx = multiprocessing.get_context("spawn")
-    queue = ctx.Queue()
-    procs = [ctx.Process(target=_link, args=(str(mine), str(link), queue)) for _ in range(4)]
-    for p in procs:
-        p.start()
-    results = [queue.get(timeout=60) for _ in procs]
-    for p in procs:
-        p.join(timeout=60)
-    assert results == [str(link)] * 4 and link.resolve() == mine.resolve()
+    assert at_once(_link, (str(mine), str(link)), 4) == [str(link)] * 4 and link.resolve() == mine.resolve()
 
 
 def test_other_weights_than_the_builds_load_from_their_own_path(tmp_path: Path) -> None:
