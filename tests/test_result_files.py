@@ -295,12 +295,12 @@ def test_the_winners_table_is_its_tune_run():
 
 
 def test_the_speed_table_is_its_files():
-    """evaluation/README.md's "What speed buys" table is what levers-speed/table.py writes from the committed tune,
-    winners' and every-attempt runs (and the recorded counts kept beside them), row for row, and table.md is it too."""
+    """evaluation/README.md's "What speed buys" table is what evaluation/levers/speed_table.py writes from the
+    committed tune, winners' and every-attempt runs (and the recorded counts kept beside them), row for row, and table.md is it too."""
     import runpy
 
     folder = ROOT / "evaluation/results/levers-speed"
-    written = runpy.run_path(str(folder / "table.py"))["table"](ROOT / "no-such-run")   # the kept counts, not a run
+    written = runpy.run_path(str(ROOT / "evaluation/levers/speed_table.py"))["table"](ROOT / "no-such-run")   # the kept counts, not a run
     readme = (ROOT / "evaluation/README.md").read_text(encoding="utf-8")
     cells = table_after(readme, "**What speed buys, each engine at its best policy**")
     assert cells == table_after(written, "| GPU |")

@@ -9,8 +9,8 @@ set -e
 PY=${PY:-python}
 OUT=evaluation/results/levers-speed
 COLD=evaluation/results/levers-h200/h200-gptoss-cold.yaml
-$PY evaluation/results/levers-h200/cold_model.py   # the winners' configuration on one H200 (a stand-in)
-$PY $OUT/cache_models.py                           # Marlin's KV cache on an H100, two stand-ins (not measured)
+$PY evaluation/levers/cold_model.py   # the winners' configuration on one H200 (a stand-in)
+$PY evaluation/levers/kv_cache_models.py                           # Marlin's KV cache on an H100, two stand-ins (not measured)
 COMMON="--retry 0 --clamp 300:900 --scoring aimo3-private --jobs 2"
 
 # 1. Each engine's best policy: solver tune over 36 settings (caps 8/12/16; 8 in flight or all at once; agree:3/4/5/6
@@ -47,4 +47,4 @@ for m in h100-gptoss h100-gptoss-marlin $OUT/h100-gptoss-marlin-kv-share.yaml $O
   cp runs/levers-speed/afford-$n/summary.csv $OUT/$n.afford.summary.csv
 done
 
-$PY $OUT/table.py > $OUT/table.md   # the README's table, from the files above
+$PY evaluation/levers/speed_table.py > $OUT/table.md   # the README's table, from the files above

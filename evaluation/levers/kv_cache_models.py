@@ -3,7 +3,7 @@ Triton's 578,912 tokens, ``h100_probes.json``). On the H200 the Marlin engine re
 Triton's 3,595,283 with the same settings (benchmarks/README.md, "The time model of the chosen backend"): Marlin's
 weights and workspace take the difference. If that share carries to the H100, its pool is 7.2 % smaller; if the bytes
 carry (the weights are the same size on either GPU, and the cache gets what is left), 257,681 tokens fewer. Run from the
-repository root: ``python evaluation/results/levers-speed/cache_models.py`` writes
+repository root: ``python evaluation/levers/kv_cache_models.py`` writes
 ``h100-gptoss-marlin-kv-share.yaml`` and ``h100-gptoss-marlin-kv-bytes.yaml`` beside it."""
 
 from dataclasses import replace
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from solver.timing.model import dump, load_time_model
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1] / "results" / "levers-speed"  # where its results go
 TRITON, MARLIN = 3_595_283, 3_337_602   # the H200's engines' KV cache, tokens (h200-gptoss, h200-gptoss-marlin)
 
 m = load_time_model("h100-gptoss-marlin")

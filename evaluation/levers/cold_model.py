@@ -1,7 +1,7 @@
 """The winners' configuration on one H200 (Triton, no warm-up), as a stand-in model: no run fitted it, so it is
 ``h200-gptoss`` (Triton with the warm-up, no holds) with its step and context times divided by 1 - the share of
 the cold run ``h200_day-a-cold.json`` the engine held (its compiles), and that run's start without the warm-up.
-Run from the repository root: ``python evaluation/results/levers-h200/cold_model.py`` writes
+Run from the repository root: ``python evaluation/levers/cold_model.py`` writes
 ``evaluation/results/levers-h200/h200-gptoss-cold.yaml``."""
 
 import json
@@ -11,7 +11,7 @@ from pathlib import Path
 from solver.timing.fit import day_fit
 from solver.timing.model import dump, load_time_model
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1] / "results" / "levers-h200"  # where its result goes
 RUN = "h200_day-a-cold.json"
 
 m = load_time_model("h200-gptoss")

@@ -1,7 +1,7 @@
 """The table of evaluation/README.md, "What speed buys", from the result files beside this script (run.sh writes them):
 each engine's best policy (``NAME.settings.csv``, the tune's pick), the winners' policy on it
 (``NAME.winners.summary.csv``) and every attempt run at caps 6 to 12 (``NAME.afford.summary.csv``). Run from the
-repository root after run.sh: ``python evaluation/results/levers-speed/table.py [RUN_DIR]`` (RUN_DIR, the imported
+repository root after speed.sh: ``python evaluation/levers/speed_table.py [RUN_DIR]`` (RUN_DIR, the imported
 recordings, default runs/gptoss-dev, for how many problems hold N recorded attempts; their counts are kept in
 ``recorded.json`` beside it, which the table is read from where the recordings are not here)."""
 
@@ -11,7 +11,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1] / "results" / "levers-speed"  # the result files it reads
 CUT = 0.05   # "without cuts": under this many problems cut a day on average
 ROWS = (  # GPU, model file stem, what it is, the winners' engine of that GPU
     ("H100", "h100-gptoss", "Triton, no warm-up: the winners' (`h100-gptoss`)", "h100-gptoss"),
