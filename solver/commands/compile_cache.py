@@ -60,16 +60,16 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         return dry_run(args, config)
     model = resolve_model(config.engine.model)
-    from solver.engines.vllm_async import apply_engine_env
-
-    apply_engine_env(config)  # the environment the engine starts in: its VLLM_* variables are in vLLM's compile hash
+    # the environment the engine starts in (the preset's variables under this process's, as the engine applies them):
+    # its VLLM_* variables are in vLLM's compile hash
+    environ = {**{k: str(v) for k, v in config.engine.env.items()}, **os.environ}
     if args.verb == "check":
         read_manifest(args.cache)  # not a cache at all: a bad argument (exit 2), before reading its files
-        verdict, _ = check_cache(args.cache, fingerprint_here(model, config.engine.args))
+        verdict, _ = check_cache(args.cache, fingerprint_here(model, config.engine.args, environ))
         print(verdict.line)
         return 0 if verdict.usable else EXIT_FAILED
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    here = fingerprint_here(model, config.engine.args)
+    here = fingerprint_here(model, config.engine.args, environ)
     if args.verb == "pack":
         # the root's artefacts keep its absolute path: only a root at the fixed place can be used again
         root = args.root.absolute()
