@@ -79,10 +79,12 @@ def kill_engine(pid: int | None = None) -> list[str]:
             name = proc.name()
             proc.send_signal(signal.SIGKILL)
             killed.append(f"{name} (pid {proc.pid})")
-    psutil.wait_procs(procs, timeout=10.0)
+    # Our own multiprocessing children are joined through their handles first: a psutil wait reaps a child with
+    # waitpid too, and a handle whose child was reaped elsewhere never learns its exit and reads as alive for good.
     if pid is None:
         ours = {proc.pid for proc in procs}
-        for child in multiprocessing.active_children():  # joins the finished ones: no zombie left behind
+        for child in multiprocessing.active_children():
             if child.pid in ours:
                 child.join(timeout=10.0)
+    psutil.wait_procs(procs, timeout=10.0)  # the rest (workers, another process's engine): gone before we return
     return killed

@@ -8,6 +8,7 @@ import multiprocessing
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -22,6 +23,33 @@ def test_no_engine_is_nothing_to_kill() -> None:
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+def _titled_core() -> None:
+    import time
+
+    import setproctitle  # vLLM's own dependency, the way it titles its core
+
+    setproctitle.setproctitle(ENGINE_CORE)
+    time.sleep(60)
+
+
+def test_a_killed_core_started_by_multiprocessing_is_reaped_by_its_own_handle() -> None:
+    # Reaped by anything else (a psutil wait), the handle never learns the exit and reads as alive for good.
+    pytest.importorskip("setproctitle")
+    core = multiprocessing.get_context("spawn").Process(target=_titled_core, name="EngineCore")
+    core.start()
+    try:
+        for _ in range(100):  # the child titles itself once its interpreter is up
+            if engine_processes(os.getpid()):
+                break
+            time.sleep(0.1)
+        killed = kill_engine()
+        assert killed == [f"{ENGINE_CORE} (pid {core.pid})"]
+        assert core.exitcode == -9 and core not in multiprocessing.active_children()
+    finally:
+        core.kill()
+        core.join()
 
 
 @pytest.mark.engine
