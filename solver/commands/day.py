@@ -103,9 +103,6 @@ def options(args: argparse.Namespace, dry: DryRun | None) -> DayOptions:
 def run(args: argparse.Namespace) -> int:
     from solver.measure.day import rehearse_day
     from solver.dryrun import DryRun
-    from solver.replay import attempts_path
 
-    if args.attempts_file is None:  # the setting as this command runs (solver.replay.attempts_path)
-        args.attempts_file = attempts_path()
     dry = DryRun("solver day") if args.dry_run else None
     return rehearse_day(options(args, dry), dry)

@@ -202,7 +202,7 @@ def run_layout(work: ShapeWorkload, name: str, layout: Layout, times: dict[str, 
     """One layout's run in this process (``scaling``'s child): the workload ``work`` (``shape_workload``) with the
     tool times ``times``, in ``out``/its name; then the fault run (replicas) or the probes (in process). Its row."""
     if work.plan is None:
-        raise BadInput(f"--attempts-file: {work.options.attempts_file} is not here: no plan to run")
+        raise BadInput(f"--attempts-file: {work.options.selection.attempts_file} is not here: no plan to run")
     config = layout_config(work.options, layout)
     problems = with_tool_times(work.plan, times)
     run_dir = out / name.replace(":", "")
@@ -215,7 +215,7 @@ def run_layout(work: ShapeWorkload, name: str, layout: Layout, times: dict[str, 
     else:
         row = asyncio.run(in_process_layout(config, problems, run_dir, probes))
     row.update(layout=name, sizes=asdict(layout), gpus=layout.gpus, run_dir=str(run_dir),
-               planned=planned_tokens(problems), problems=len(problems), attempts=work.options.attempts,
+               planned=planned_tokens(problems), problems=len(problems), attempts=work.options.selection.attempts,
                engine_args=config.engine.args)
     return row
 

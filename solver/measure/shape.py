@@ -21,11 +21,10 @@ from solver.errors import BadInput
 from solver.files import atomic_write
 from solver.measure.contenders import SHAPE_CONTENDERS, build_config, identical_work, run_contenders, shape_report
 from solver.dryrun import DryRun
-from solver.replay import attempts_path
-from solver.measure.workload import Caps, HarmonyEndings, Replay, key_of, plan, plan_summary
-from solver.measure.tool_seconds import (TOOL_TIME_MODES, ToolTimeMode, carried_tool_times, fixed_tool_times,
-                                         measure_tool_times_alone, tool_time_mode,
-                                         tool_time_seconds, with_tool_times)
+from solver.measure.selection import AttemptSelection, attempt_selection, plan_selection
+from solver.measure.workload import Caps, HarmonyEndings, Replay, key_of, plan_summary
+from solver.measure.tool_seconds import (carried_tool_times, fixed_tool_times, measure_tool_times_alone,
+                                         with_tool_times)
 
 SHAPE_PROG = "engine.py --workload real"  # its name in the usage and the errors, whichever script runs it
 SHAPE_DESCRIPTION = "The real shape on the engine: recorded gpt-oss-120b attempts replayed through four contenders."
@@ -66,14 +65,8 @@ class ShapeOptions:
     """The real shape's flags checked and completed (``shape_options``): everything its runs read. Tokens are
     decoded tokens."""
 
-    attempts_file: Path  # the recorded attempts (the setting as the command runs where the flag was left out)
-    problems: int  # the first N problems with at least ``attempts`` attempts, one after another (>= 1)
-    problem_ids: tuple[str, ...]  # these problems, in order (empty: the first ``problems``)
-    attempts: int  # per problem, all at once (>= 1)
-    attempt_tokens: int | None  # cap: tokens decoded per attempt (None: uncapped)
+    selection: AttemptSelection  # the recorded attempts it plays
     attempt_requests: int | None  # cap: requests per attempt (None: uncapped)
-    tool_time: ToolTimeMode | str  # as given: a mode, or seconds per call
-    tool_s: float | None  # seconds per call where ``tool_time`` gives them, else None
     sandbox_workers: int | None  # snippets at once in the pipelines' sandbox (None: ``attempts``)
     keys: tuple[str, ...]  # the contenders, in the order they run (SHAPE_CONTENDERS')
     gpu: bool  # the preset's own engine (else the tiny preset's CPU engine and the tiny harmony model)
@@ -81,18 +74,16 @@ class ShapeOptions:
     model: str | None  # engine.model: a local path (None: the preset's)
     json: Path | None  # the result and timelines (None: printed only)
     config: Config  # the preset's engine, the rules off, ``attempts`` at once, the overrides and ``model``
-    attempts_here: bool  # the attempts file is on this machine (a dry run of a GPU machine's command may lack it)
 
     @property
     def caps(self) -> Caps:
-        """The plan's caps: the problems (the given ids, else the first ``problems``), attempts, tokens, requests."""
-        only = self.problem_ids
-        return Caps(len(only) or self.problems, self.attempts, self.attempt_tokens, self.attempt_requests, only)
+        """The plan's caps: the selection's, with the requests cap."""
+        return self.selection.caps(self.attempt_requests)
 
     @property
     def workers(self) -> int:
         """Snippets at once in the pipelines' sandbox: one per attempt unless given (the calls only sleep)."""
-        return self.sandbox_workers or self.attempts
+        return self.sandbox_workers or self.selection.attempts
 
 
 # The flags ``add_shape_arguments`` adds, by the names ``shape_options`` takes them.
@@ -117,26 +108,20 @@ def shape_options(*, attempts_file: Path | None, problems: int, attempts: int, p
     keys = [k.strip() for k in contenders.split(",") if k.strip()]
     if not keys or not set(keys) <= set(SHAPE_CONTENDERS):
         raise BadInput(f"--contenders: choose among {', '.join(SHAPE_CONTENDERS)}, not {contenders!r}")
-    for name, value in (("problems", problems), ("attempts", attempts), ("attempt_tokens", attempt_tokens),
-                        ("attempt_requests", attempt_requests), ("sandbox_workers", sandbox_workers)):
+    for name, value in (("attempt_requests", attempt_requests), ("sandbox_workers", sandbox_workers)):
         if value is not None and value < 1:
             raise BadInput(f"--{name.replace('_', '-')} must be >= 1")
-    tool_s = None if tool_time in TOOL_TIME_MODES else tool_time_seconds(tool_time, BadInput)
-    if attempts_file is None:  # the setting as the command runs (solver.replay.attempts_path)
-        attempts_file = attempts_path()
-    attempts_here = dry.present(attempts_file, "--attempts-file", BadInput) if dry else True
-    if attempts_here and not attempts_file.is_file():
-        raise BadInput(f"--attempts-file: no file {attempts_file}")
+    selection = attempt_selection(attempts_file=attempts_file, problems=problems, problem_ids=problem_ids,
+                                  attempts=attempts, attempt_tokens=attempt_tokens, tool_time=tool_time, dry=dry)
     if json is not None and not json.parent.is_dir():
         raise BadInput(f"--json: no folder {json.parent}")
     try:
         config = build_config(preset, gpu, attempts, model, parse_overrides(overrides))
     except (ConfigError, ValueError) as exc:
         raise BadInput(str(exc).splitlines()[0]) from exc
-    return ShapeOptions(attempts_file, problems, tuple(p.strip() for p in problem_ids.split(",") if p.strip()),
-                        attempts, attempt_tokens, attempt_requests, tool_time, tool_s, sandbox_workers,
+    return ShapeOptions(selection, attempt_requests, sandbox_workers,
                         tuple(k for k in SHAPE_CONTENDERS if k in keys),  # (a), (t), (b1) share an engine; (s) its own
-                        gpu, preset, model, json, config, attempts_here)
+                        gpu, preset, model, json, config)
 
 
 def tool_source(mode: str, tool_s: float | None) -> str:
@@ -166,23 +151,20 @@ class ShapeWorkload:
 
     @property
     def tool_source(self) -> str:
-        return tool_source(self.tool_time, self.options.tool_s)
+        return tool_source(self.tool_time, self.options.selection.tool_s)
 
 
 def shape_workload(options: ShapeOptions) -> ShapeWorkload:
     """The options' plan: ``tool_time`` resolved as ``workload.tool_time_mode`` resolves it (``auto`` is the
     extract's carried seconds when it has them, else measure), and the plan made with the carried seconds when
     those are the ones used. An attempts file not here (a dry run) leaves ``plan`` None. ``BadInput`` (one line)."""
-    from solver.replay import TraceError, read_attempts
+    from solver.replay import TraceError
 
-    caps = options.caps
-    if not options.attempts_here:
-        return ShapeWorkload(options, caps, options.tool_time, None)
+    caps, selection = options.caps, options.selection
+    if not selection.attempts_here:
+        return ShapeWorkload(options, caps, selection.tool_time, None)
     try:
-        attempts = read_attempts(options.attempts_file)
-        carried = [attempt.tool_seconds for attempt in attempts]
-        mode = tool_time_mode(options.tool_time, carried, options.attempts_file, BadInput)
-        problems = plan(attempts, caps, options.config, carried=mode == "carried")
+        problems, mode = plan_selection(selection, caps, options.config)
     except (BadInput, TraceError) as exc:  # PlanError and ConfigError are BadInputs
         raise BadInput(str(exc).splitlines()[0]) from exc
     return ShapeWorkload(options, caps, mode, problems)
@@ -230,14 +212,15 @@ def real_shape(options: ShapeOptions, dry: DryRun | None, argv: list[str]) -> in
               f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
     elif work.tool_time == "carried":
         times = {}
-        print(f"tool times: carried with {options.attempts_file} (measured once, not again)", file=sys.stderr)
+        print(f"tool times: carried with {options.selection.attempts_file} (measured once, not again)",
+              file=sys.stderr)
     else:
-        times = fixed_tool_times(problems, options.tool_s)
+        times = fixed_tool_times(problems, options.selection.tool_s)
     problems = with_tool_times(problems, times)
     summary = plan_summary(problems)
     limits = {"max_tokens": config.sampling.max_tokens, "max_total_tokens": config.sampling.max_total_tokens,
               "max_turns": config.sampling.max_turns, "max_model_len": config.engine.args.get("max_model_len")}
-    print(f"workload: real attempts from {options.attempts_file}: {caps.line()}; the config's limits: "
+    print(f"workload: real attempts from {options.selection.attempts_file}: {caps.line()}; the config's limits: "
           f"{limits['max_tokens']} tokens per request, {limits['max_total_tokens']} per attempt, "
           f"{limits['max_turns']} requests, context {limits['max_model_len']}")
     print(f"replayed: {summary['requests']} requests ({summary['calls']} calls), {summary['tokens']} decoded tokens "
@@ -251,7 +234,7 @@ def real_shape(options: ShapeOptions, dry: DryRun | None, argv: list[str]) -> in
         print(line)
     if options.json is not None:
         record = {
-            "argv": argv, "attempts_file": str(options.attempts_file),
+            "argv": argv, "attempts_file": str(options.selection.attempts_file),
             "preset": options.preset, "model": config.engine.model, "engine_args": config.engine.args,
             "caps": asdict(caps), "limits": limits, "tool_time": work.tool_time, "workload": summary,
             "plan": [{"problem": r.problem.id, "attempt": r.index,
@@ -294,7 +277,7 @@ def shape_tool_times(work: ShapeWorkload, given: Path | None) -> dict[str, float
     every layout's process then waits the same."""
     problems = work.plan
     if problems is None:
-        raise BadInput(f"--attempts-file: {work.options.attempts_file} is not here: no plan to time")
+        raise BadInput(f"--attempts-file: {work.options.selection.attempts_file} is not here: no plan to time")
     if given is not None:
         times = read_tool_times(given)
         calls = [key_of(r.problem.id, r.index, t) for rs in problems for r in rs for t, step in enumerate(r.steps)
@@ -307,7 +290,7 @@ def shape_tool_times(work: ShapeWorkload, given: Path | None) -> dict[str, float
     if work.tool_time == "carried":
         return carried_tool_times(problems)
     if work.tool_time != "measure":
-        return fixed_tool_times(problems, work.options.tool_s)
+        return fixed_tool_times(problems, work.options.selection.tool_s)
     t0 = time.perf_counter()
     times = measure_tool_times_alone(problems, work.config.sandbox)
     print(f"tool times: re-executed {len(times)} recorded calls in {time.perf_counter() - t0:.1f} s", file=sys.stderr)

@@ -155,12 +155,13 @@ def start_notes(engine: Any, seconds: float) -> dict[str, Any]:
 
 def identity(options: DayOptions, config: Config, ids: list[str]) -> dict[str, Any]:
     """What a resumed run must share with the file it continues: the same replays, engine and rules."""
-    digest = hashlib.sha256(options.attempts_file.read_bytes()).hexdigest()[:16]
+    selection = options.selection
+    digest = hashlib.sha256(selection.attempts_file.read_bytes()).hexdigest()[:16]
     env = {k: v for k, v in sorted(os.environ.items()) if k.startswith("VLLM_") and k not in QUIET_ENV}
-    return {"attempts_file": options.attempts_file.name, "attempts_sha256": digest, "problems": ids,
-            "attempts": options.attempts, "attempt_tokens": options.attempt_tokens, "rules": options.rules,
+    return {"attempts_file": selection.attempts_file.name, "attempts_sha256": digest, "problems": ids,
+            "attempts": selection.attempts, "attempt_tokens": selection.attempt_tokens, "rules": options.rules,
             "preset": options.preset, "gpu": options.gpu, "model": str(config.engine.model),
-            "overrides": list(options.overrides), "tool_time": options.tool_time, "env": env}
+            "overrides": list(options.overrides), "tool_time": selection.tool_time, "env": env}
 
 
 def check_same(stored: dict[str, Any], now: dict[str, Any], path: Path) -> None:
@@ -309,7 +310,7 @@ class DayCall:
             t0 = time.perf_counter()
             await asyncio.to_thread(predictor.close)
             self.call_record["close_s"] = round(time.perf_counter() - t0, 3)
-        self.call_record["log"] = log_check(self.run_dir, played, options.attempts) if played else None
+        self.call_record["log"] = log_check(self.run_dir, played, options.selection.attempts) if played else None
         if self.state.get("fault") and self.state["fault"].get("call") == self.call:
             self.state["fault"]["log_complete"] = bool(self.call_record["log"] and self.call_record["log"]["ok"])
         return ended

@@ -73,16 +73,17 @@ def dry_run(options: DayOptions, dry: DryRun) -> int:
         dry.engine_args(options.base, BadInput)
     else:
         dry.engine(options.base, BadInput)
-    if options.attempts_here:
+    selection = options.selection
+    if selection.attempts_here:
         problems, mode = load_plan(options, measure=False)
         config = day_config(options, len(problems))
         ids = ", ".join(rs[0].problem.id for rs in problems)
-        dry.add(f"slice: {len(problems)} problems x {options.attempts} attempts ({ids}), "
+        dry.add(f"slice: {len(problems)} problems x {selection.attempts} attempts ({ids}), "
                 f"tool time {mode}{' (not measured in a dry run)' if mode == 'measure' else ''}")
     else:
-        config = day_config(options, len(options.problem_ids) or options.problems)
-        named = ",".join(options.problem_ids) or f"the first {options.problems} problems"
-        dry.add(f"slice: {named} x {options.attempts} attempts (the attempts file is not here: not planned)")
+        config = day_config(options, selection.caps().problems)
+        named = ",".join(selection.problem_ids) or f"the first {selection.problems} problems"
+        dry.add(f"slice: {named} x {selection.attempts} attempts (the attempts file is not here: not planned)")
     if config.engine.warmup:
         dry.add("engine warm-up: every step shape before the first problem (solver/engines/warmup.py)")
     if config.engine.compile_cache and dry.present(config.engine.compile_cache, "engine.compile_cache", BadInput):
@@ -118,7 +119,8 @@ def rehearse_day(options: DayOptions, dry: DryRun | None = None) -> int:
     run = DayCall(options, problems, tool_mode)
     left = [i for i in run.ids if i not in run.done]
     steps = [s for rs in problems for r in rs for s in r.steps]
-    print(f"day slice: {len(problems)} problems x {options.attempts} attempts from {options.attempts_file} "
+    print(f"day slice: {len(problems)} problems x {options.selection.attempts} attempts from "
+          f"{options.selection.attempts_file} "
           f"({sum(s.tokens for s in steps)} decoded tokens, {len(steps)} requests, tool time {tool_mode}); rules "
           f"{options.rules}; call {run.call}, {len(left)} problems left; engine {run.config.engine.model}, "
           f"{json.dumps(run.config.engine.args, sort_keys=True)}", file=sys.stderr)

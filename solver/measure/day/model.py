@@ -111,7 +111,7 @@ def estimate(options: DayOptions, problems: list[list[Replay]], config: Config, 
     budget = budget_for(day.budget, clock, 0.0)
     print(f"estimate on time model {model.name} (start {start_s:.0f} s"
           + (", from the compile cache" if start_s != model.start_s else "") + f"), rules {options.rules}, "
-          f"{len(problems)} problems x {options.attempts} attempts:")
+          f"{len(problems)} problems x {options.selection.attempts} attempts:")
     print(f"{'problem':<28}{'requests':>9}{'tokens':>9}{'tool s':>8}{'all s':>8}{'allot':>7}{'s':>8}  stopped by")
     seconds = []
     for replays in problems:

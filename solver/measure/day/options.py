@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from solver.config import Config, ConfigError, parse_overrides
 from solver.errors import BadInput
-from solver.measure.workload import Caps, Replay, choose, plan, preset_engine
-from solver.measure.tool_seconds import (TOOL_TIME_MODES, ToolTimeMode, fixed_tool_times, tool_time_mode,
-                                         tool_time_seconds, with_tool_times)
-from solver.replay import attempts_path, read_attempts
+from solver.measure.selection import AttemptSelection, attempt_selection, plan_selection
+from solver.measure.tool_seconds import fixed_tool_times, with_tool_times
+from solver.measure.workload import Replay, preset_engine
 
 if TYPE_CHECKING:
     from solver.dryrun import DryRun
@@ -121,14 +120,8 @@ class DayOptions:
     """``solver day``'s flags checked and completed (``day_options``): everything the day reads. Seconds ``until``
     and ``hard_stop`` count from this process's start; tokens are decoded tokens."""
 
-    attempts_file: Path  # the recorded attempts (the default extract where the flag was left out)
-    problems: int  # the slice: the first N problems with at least ``attempts`` attempts (>= 1)
-    problem_ids: tuple[str, ...]  # the slice: these problems, in order (empty: the first ``problems``)
-    attempts: int  # per problem, all at once (>= 1)
-    attempt_tokens: int | None  # cap: tokens decoded per attempt (None: only the config's limits)
+    selection: AttemptSelection  # the slice: the recorded attempts it plays
     rules: DayRules  # what acts (kaggle_day's docstring)
-    tool_time: ToolTimeMode | str  # as given: a mode, or seconds per call
-    tool_s: float | None  # seconds per tool call where ``tool_time`` gives them, else None
     json: Path | None  # the slice's results (None with ``estimate``)
     resume: bool  # continue ``json`` where the last call stopped
     until: float | None  # seconds: start no problem the time model says would end later
@@ -146,7 +139,6 @@ class DayOptions:
     preset: str
     overrides: tuple[str, ...]  # the --set KEY=VALUE as given (a run's identity keeps them)
     base: Config  # the preset's engine with the overrides and --model
-    attempts_here: bool  # the attempts file is on this machine (a dry run of a GPU machine's command may lack it)
 
 
 def day_options(*, attempts_file: Path | None, problems: int, problem_ids: str, attempts: int,
@@ -158,23 +150,17 @@ def day_options(*, attempts_file: Path | None, problems: int, problem_ids: str, 
     """The flags (as ``solver day`` names them) checked and completed: the default attempts file, the hard stop,
     the kill, the preset's engine with the overrides; ``BadInput`` (one line) for one that cannot run, before
     anything heavy starts. ``dry``: the command's ``DryRun`` (a file only the GPU machine has is skipped), or None."""
-    for name, value in (("problems", problems), ("attempts", attempts), ("attempt_tokens", attempt_tokens),
-                        ("max_problems", max_problems)):
-        if value is not None and value < 1:
-            raise BadInput(f"--{name.replace('_', '-')} must be >= 1")
+    if max_problems is not None and max_problems < 1:
+        raise BadInput("--max-problems must be >= 1")
     if safety < 1:
         raise BadInput("--safety must be >= 1")
-    tool_s = None if tool_time in TOOL_TIME_MODES else tool_time_seconds(tool_time, BadInput)
     hard_stop = hard_stop_s(until, hard_stop)
     if (label is None) != (table is None):
         raise BadInput("--label and --table go together")
-    if attempts_file is None:
-        attempts_file = attempts_path()
     kill = KillAt.parse(kill_engine_at) if kill_engine_at else None
     # A dry run skips what only the GPU machine has (its carry, its runs/ folder) and checks the rest.
-    attempts_here = dry.present(attempts_file, "--attempts-file", BadInput) if dry else True
-    if attempts_here and not attempts_file.is_file():
-        raise BadInput(f"--attempts-file: no file {attempts_file}")
+    selection = attempt_selection(attempts_file=attempts_file, problems=problems, problem_ids=problem_ids,
+                                  attempts=attempts, attempt_tokens=attempt_tokens, tool_time=tool_time, dry=dry)
     if estimate:
         json = table = None
     elif json is None:
@@ -193,10 +179,8 @@ def day_options(*, attempts_file: Path | None, problems: int, problem_ids: str, 
         base = engine.replace(given)
     except (ConfigError, ValueError) as exc:
         raise BadInput(str(exc).splitlines()[0]) from exc
-    return DayOptions(attempts_file, problems, tuple(p.strip() for p in problem_ids.split(",") if p.strip()),
-                      attempts, attempt_tokens, rules, tool_time, tool_s, json, resume, until, hard_stop, safety,
-                      max_problems, kill, log_engine, label, table, estimate, time_model, run_dir, gpu, preset,
-                      tuple(overrides), base, attempts_here)
+    return DayOptions(selection, rules, json, resume, until, hard_stop, safety, max_problems, kill, log_engine, label,
+                      table, estimate, time_model, run_dir, gpu, preset, tuple(overrides), base)
 
 
 # ---- what they make --------------------------------------------------------------------------------------------
@@ -208,10 +192,11 @@ def day_config(options: DayOptions, problems: int) -> Config:
     base = options.base
     budget = day_budget(base.budget, problems, options.rules)
     given = {k for k in parse_overrides(options.overrides) if k.startswith("budget.")}
-    fixed: dict[str, Any] = {"solve.reps": options.attempts, "solve.workers": options.attempts,
+    attempts = options.selection.attempts
+    fixed: dict[str, Any] = {"solve.reps": attempts, "solve.workers": attempts,
                              "sandbox.code_mode": "stateful",
                              # the calls only sleep (recorded_calls): one worker per attempt, as beside a GPU
-                             "sandbox.workers": options.attempts}
+                             "sandbox.workers": attempts}
     if options.rules == "none":
         fixed["stop.stoppers"] = []
     return base.replace({**{k: v for k, v in budget.items() if k not in given}, **fixed})
@@ -220,22 +205,18 @@ def day_config(options: DayOptions, problems: int) -> Config:
 def load_plan(options: DayOptions, measure: bool = True) -> tuple[list[list[Replay]], str]:
     """The slice's replays (the config's limits ending attempts as live) with their tool seconds; how they were
     timed. ``measure`` False (a dry run): calls to be measured keep no seconds."""
-    only = options.problem_ids
-    caps = Caps(len(only) or options.problems, options.attempts, options.attempt_tokens, None, only, at_limit="length")
-    attempts = read_attempts(options.attempts_file)
-    ids = list(choose([a.problem_id for a in attempts], caps.problems, caps.attempts, caps.only))
+    selection = options.selection
+    problems, mode = plan_selection(selection, selection.caps(at_limit="length"), options.base)
+    ids = [replays[0].problem.id for replays in problems]
     if options.kill is not None and options.kill.resolve(ids) == ids[-1]:
         raise BadInput("--kill-engine-at: not the slice's last problem (the rebuild comes with the next one)")
-    carried = [attempt.tool_seconds for attempt in attempts]
-    mode = tool_time_mode(options.tool_time, carried, options.attempts_file, BadInput)
-    problems = plan(attempts, caps, options.base, carried=mode == "carried")
     if mode == "measure" and measure:
         from solver.measure.tool_seconds import measure_tool_times_alone
 
         problems = with_tool_times(problems, measure_tool_times_alone(problems, options.base.sandbox))
-    elif mode not in ("carried", "measure") and options.tool_s is not None:
+    elif mode not in ("carried", "measure") and selection.tool_s is not None:
         # fixed seconds a call; a dry run's calls to measure keep none
-        problems = with_tool_times(problems, fixed_tool_times(problems, options.tool_s))
+        problems = with_tool_times(problems, fixed_tool_times(problems, selection.tool_s))
     return problems, mode
 
 
