@@ -9,7 +9,7 @@ paths into it, and a start puts the copy back there), runs its warm-up if the co
 outside the CUDA graphs: Triton's MoE kernels), closes it and packs the root with a manifest of the vLLM, torch,
 transformers, model, weights, GPU and ``VLLM_*`` variables it was built for.
 ``pack`` does the last step for a root an earlier run filled. ``check`` says, in one line, whether this machine
-would use the cache (exit 0) or refuse it (exit 1). See solver/engines/compile_cache.py.
+would use the cache (exit 0) or refuse it (exit 1). See solver/engines/compile_cache/.
 """
 
 from __future__ import annotations

@@ -43,8 +43,8 @@ class EngineConfig:
     # so no kernel compiles mid-problem (solver/engines/warmup.py; its seconds get a line of their own at start).
     warmup: bool = False
     # vLLM only: a compile cache built by ``solver compile-cache build`` (a folder with manifest.json), checked
-    # against this machine's vLLM, torch, model and GPU and used when it matches (solver/engines/compile_cache.py);
-    # refused with one logged line otherwise, and the engine starts cold.
+    # against this machine's vLLM, torch, model and GPU and used when it matches
+    # (solver/engines/compile_cache/shipped.py); refused with one logged line otherwise, and the engine starts cold.
     compile_cache: str | None = None
 
     def __post_init__(self) -> None:

@@ -14,7 +14,7 @@ on a ladder of 16 (a multiple of 16 and the size one past it: both divisibility 
 and every exact size inside it (cheap insurance: there the capture had compiled them all). Each step then holds
 exactly that many tokens, and every kernel specialisation compiles, or loads from the compile cache, before the
 first problem. Cold, that moves the compiles to the start (276 s on the H200 for 266 kernels); with a shipped
-compile cache (solver/engines/compile_cache.py) they load in 27.7 s.
+compile cache (solver/engines/compile_cache/) they load in 27.7 s.
 
 The pure part (:func:`warmup_shapes`) is checked here; :func:`run_warmup` drives a started engine.
 """

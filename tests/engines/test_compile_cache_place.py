@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from solver.engines import compile_cache as cc
+from solver.engines.compile_cache import placement
+from solver.engines.compile_cache import shipped as shipped_room
 from solver.engines.compile_cache import (CACHE_ENV, MANIFEST, Fingerprint, model_link, pack, place_cache,
                                           place_model, read_manifest, use_cache, weights_identity)
 
@@ -47,7 +48,7 @@ def shipped(tmp_path: Path, fingerprint: Fingerprint = HERE, link: Path | None =
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in CACHE_ENV:
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(cc, "_FAILED", {})
+    monkeypatch.setattr(shipped_room, "_FAILED", {})
 
 
 def test_the_cache_goes_back_to_the_root_it_was_built_in_and_a_second_start_reuses_that_copy(tmp_path: Path) -> None:
@@ -108,7 +109,7 @@ def test_weights_are_known_by_their_bytes_not_their_folder(tmp_path: Path) -> No
 
 
 def test_a_live_link_is_never_moved_and_a_dangling_one_of_ours_is(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(cc, "LINK_ROOT", tmp_path / "links")
+    monkeypatch.setattr(placement, "LINK_ROOT", tmp_path / "links")
     first = model(tmp_path / "first", weights=b"W" * 1000)
     link = model_link("config.json 44d62c1ea062", weights_identity(str(first)), tmp_path / "links")
     assert place_model(str(first), link) == str(link) and link.resolve() == first.resolve()
