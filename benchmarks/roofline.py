@@ -2,8 +2,8 @@
 base(B) + c x B x C, each printed beside the bound that the model's config and the GPU's measured bandwidth give
 (``solver/timing/roofline.py``), with a plot; optionally a profile of a few steps, GPU time by kernel class.
 
-Each context's prompts (random ids, distinct per sequence) are prefilled once, largest batch first; each batch then
-decodes ``--decode`` tokens, and the step is the window in which all its sequences decode (``measure.decode``:
+Each context's prompts (random ids, distinct per sequence) are prefilled once, all of them before any batch decodes
+(so every batch re-sends cached prompts and its sequences decode at once); each batch then decodes ``--decode`` tokens, and the step is the window in which all its sequences decode (``measure.decode``:
 prefill timed apart), ``1000 x B / tokens-per-s`` ms. A batch whose contexts do not fit the engine's KV cache is
 left out and said so. The bandwidth is measured first, in a process of its own (a device-to-device copy of 2 GiB,
 read and write counted), so the bound is this machine's, not a datasheet's; the datasheet's is printed beside it.
@@ -130,7 +130,7 @@ async def run(args: argparse.Namespace, bandwidth: dict[str, Any]) -> dict[str, 
             out["left_out"] += [{"batch": b, "context": context} for b in args.batches if b not in fits]
             if not fits:
                 continue
-            for r in await decode(llm, fits, context, args.decode):
+            for r in await decode(llm, fits, context, args.decode, prefill_first=True):
                 if r["tps"] is None:
                     out["left_out"].append({"batch": r["seqs"], "context": context, "why": "empty window"})
                     continue

@@ -79,6 +79,6 @@ def test_the_plan_s_commands_are_among_those_dry_run_as_written():
     planned = [c for c in COMMANDS if c.doc == "benchmarks/gpu_sitting.md"]
     assert {c.program for c in planned} == {"day.py", "moe_numerics.py", "probes.py", "roofline.py", "speculation.py",
                                             "solver"}
-    assert all(c.gpus == 1 for c in planned) and len(planned) == 14
+    assert all(c.gpus == 1 for c in planned) and len(planned) == 13
     # The day runs uncapped: no per-attempt token cap on any of them.
     assert all("--attempt-tokens" not in c.argv for c in planned if c.program == "day.py")

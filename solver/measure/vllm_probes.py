@@ -164,14 +164,20 @@ async def stream_counts(llm: Any, ids: list[int], tokens: int, seed: object) -> 
     return seen, cached
 
 
-async def decode(llm: Any, seqs: list[int], length: int, tokens: int, warm: bool = True) -> list[dict[str, Any]]:
+async def decode(llm: Any, seqs: list[int], length: int, tokens: int, warm: bool = True,
+                 prefill_first: bool = False) -> list[dict[str, Any]]:
     """Decode apart from prefill at one context: ``max(seqs)`` distinct prompts of ``length`` random ids (the
     prefix cache emptied first); for each S in ``seqs``, largest first, the first S prompts each decode ``tokens``
     (``decode_window``). The largest S prefills its prompts whole; a smaller S re-sends prompts already sent, so its
     prefill is what the cache no longer holds (``cached_share``). ``warm``: S 64-token prompts decode 16 tokens first,
-    so kernels compiled for an S-sequence step (Triton's MoE compiles per shape) compile outside the window."""
+    so kernels compiled for an S-sequence step (Triton's MoE compiles per shape) compile outside the window.
+    ``prefill_first``: every prompt is prefilled once (one token) before any S decodes, so the largest S re-sends
+    cached prompts too; without it, at long contexts its sequences leave the prefill one chunk after another and may
+    never decode all at once (8 x 32k prompts, 2,048-token chunks, 96 tokens each: an empty window on an H100)."""
     prompts = [random_ids(length, ("decode", length, i)) for i in range(max(seqs))]
     await llm.reset_prefix_cache()
+    if prefill_first:
+        await asyncio.gather(*(generate(llm, p, 1, i) for i, p in enumerate(prompts)))
     rows = []
     for n in sorted(set(seqs), reverse=True):
         if warm:
