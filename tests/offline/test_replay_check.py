@@ -30,6 +30,9 @@ from solver.timing.timeline import engine_timeline
 
 PROBLEMS = ("imo-2019-p5-n8", "imo-2020-sl-c1-n18", "imo-2022-p6-n4")
 SCALE = 0.1  # a model second is a tenth of a real one
+# What the running loop adds to a problem in wall seconds (its tasks and the scripted engine's hand-offs on 2 shared
+# cores), which the scale multiplies by ten: 0.13 s of it made a 12 s problem 10.5 % long on a loaded machine.
+LOOP_SLACK_S = 0.2
 OVERRIDES = {"solve.reps": 3, "solve.workers": 3, "stop.stoppers": ["agree:4", "lossless"], "budget.problems": 3,
              "budget.reserve_s": 0, "budget.cutoff_s": None, "budget.min_s": 5.0}
 
@@ -97,6 +100,8 @@ def test_the_pipeline_takes_the_simulated_time_and_decides_alike(measured: Path)
     check = check_replay(pools, config, model, draws, time_scale=SCALE)
     table = "\n".join(check.table())
     assert check.all_same, table
-    assert check.worst_gap < 0.10, table
+    # within 10 %, or within the loop's own wall seconds where 10 % of a short problem is less
+    assert all(abs(p.replayed_s - p.simulated.seconds) < max(0.10 * p.simulated.seconds, LOOP_SLACK_S / SCALE)
+               for p in check.problems), table
     stops = {p.simulated.stopped_by for p in check.problems}
     assert "deadline" in stops and stops - {"deadline"}, table
